@@ -1,0 +1,2 @@
+"""The hidden checks, one module per assignment. Importing this package registers them all."""
+from . import attention  # noqa: F401

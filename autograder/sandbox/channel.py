@@ -1,0 +1,158 @@
+"""Messages between the trusted grader and the student's process: JSON plus raw tensor bytes.
+
+This file runs on both sides of the boundary (it is copied into the sandbox), so it imports only the
+standard library and torch. Nothing is ever unpickled: a message is a JSON header and a list of
+byte buffers, each read back as a tensor of an allowed dtype whose size must match its shape.
+"""
+import json
+import math
+import os
+import select
+import struct
+import time
+
+import torch
+
+MAX_HEADER = 16 * 1024 * 1024
+MAX_PAYLOAD = 512 * 1024 * 1024
+MAX_DEPTH = 32
+_FRAME = struct.Struct("!QQ")
+
+DTYPES = {
+    "float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+    "bfloat16": torch.bfloat16, "int64": torch.int64, "int32": torch.int32,
+    "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
+}
+_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+
+
+class ChannelError(Exception):
+    """The other side sent something that is not a well-formed message, or went away."""
+
+
+class ChannelTimeout(ChannelError):
+    """No complete message arrived before the deadline."""
+
+
+def _encode(value, buffers, depth=0):
+    if depth > MAX_DEPTH:
+        raise ValueError("value nested too deeply to send")
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"__float__": repr(value)}
+    if isinstance(value, torch.Tensor):
+        tensor = value.detach().to("cpu")
+        if tensor.dtype not in _NAMES:
+            tensor = tensor.to(torch.float64 if tensor.is_floating_point() else torch.int64)
+        if tensor.is_complex() or tensor.layout != torch.strided:
+            raise ValueError(f"cannot send a tensor of dtype {tensor.dtype}, layout {tensor.layout}")
+        tensor = tensor.contiguous()
+        data = tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
+        buffers.append(data)
+        return {"__tensor__": len(buffers) - 1, "dtype": _NAMES[tensor.dtype],
+                "shape": list(tensor.shape)}
+    if isinstance(value, (list, tuple)):
+        items = [_encode(item, buffers, depth + 1) for item in value]
+        return items if isinstance(value, list) else {"__tuple__": items}
+    if isinstance(value, dict):
+        if not all(isinstance(key, str) for key in value):
+            raise ValueError("only dicts with string keys can be sent")
+        return {"__dict__": {key: _encode(item, buffers, depth + 1) for key, item in value.items()}}
+    raise ValueError(f"cannot send a value of type {type(value).__name__}")
+
+
+def _decode(value, buffers, depth=0):
+    if depth > MAX_DEPTH:
+        raise ChannelError("message nested too deeply")
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, list):
+        return [_decode(item, buffers, depth + 1) for item in value]
+    if not isinstance(value, dict):
+        raise ChannelError("malformed message")
+    if "__tensor__" in value:
+        return _tensor(value, buffers)
+    if "__tuple__" in value and isinstance(value["__tuple__"], list):
+        return tuple(_decode(item, buffers, depth + 1) for item in value["__tuple__"])
+    if "__float__" in value and value["__float__"] in ("nan", "inf", "-inf"):
+        return float(value["__float__"])
+    if "__dict__" in value and isinstance(value["__dict__"], dict):
+        return {str(k): _decode(item, buffers, depth + 1) for k, item in value["__dict__"].items()}
+    raise ChannelError("malformed message")
+
+
+def _tensor(spec, buffers):
+    index, dtype, shape = spec.get("__tensor__"), spec.get("dtype"), spec.get("shape")
+    if not isinstance(index, int) or not 0 <= index < len(buffers) or dtype not in DTYPES:
+        raise ChannelError("malformed tensor in message")
+    if not isinstance(shape, list) or len(shape) > 16 or not all(
+            isinstance(n, int) and not isinstance(n, bool) and 0 <= n for n in shape):
+        raise ChannelError("malformed tensor shape in message")
+    dtype = DTYPES[dtype]
+    count = math.prod(shape)
+    data = buffers[index]
+    if len(data) != count * torch.empty((), dtype=dtype).element_size():
+        raise ChannelError("tensor size does not match its shape")
+    if count == 0:
+        return torch.empty(shape, dtype=dtype)
+    return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape).clone()
+
+
+def pack(message: dict) -> bytes:
+    buffers: list[bytes] = []
+    header = json.dumps({"body": _encode(message, buffers),
+                         "sizes": [len(b) for b in buffers]}).encode()
+    return _FRAME.pack(len(header), sum(len(b) for b in buffers)) + header + b"".join(buffers)
+
+
+def send(fd: int, message: dict) -> None:
+    data = memoryview(pack(message))
+    while data:
+        written = os.write(fd, data)
+        data = data[written:]
+
+
+def _read_exactly(fd: int, count: int, deadline: float | None) -> bytes:
+    chunks, remaining = [], count
+    while remaining:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ChannelTimeout("timed out")
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                raise ChannelTimeout("timed out")
+        chunk = os.read(fd, min(remaining, 1 << 20))
+        if not chunk:
+            raise ChannelError("the other side closed the channel")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def recv(fd: int, timeout: float | None = None) -> dict:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    header_size, payload_size = _FRAME.unpack(_read_exactly(fd, _FRAME.size, deadline))
+    if header_size > MAX_HEADER or payload_size > MAX_PAYLOAD:
+        raise ChannelError("message too large")
+    try:
+        header = json.loads(_read_exactly(fd, header_size, deadline))
+    except (ValueError, RecursionError):
+        raise ChannelError("message header is not valid JSON") from None
+    sizes = header.get("sizes") if isinstance(header, dict) else None
+    if not isinstance(sizes, list) or not all(isinstance(n, int) and n >= 0 for n in sizes) \
+            or sum(sizes) != payload_size:
+        raise ChannelError("malformed message sizes")
+    payload = _read_exactly(fd, payload_size, deadline)
+    buffers, offset = [], 0
+    for size in sizes:
+        buffers.append(payload[offset:offset + size])
+        offset += size
+    try:
+        body = _decode(header.get("body"), buffers)
+    except RecursionError:
+        raise ChannelError("message nested too deeply") from None
+    if not isinstance(body, dict):
+        raise ChannelError("a message must be a mapping")
+    return body

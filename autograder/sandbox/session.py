@@ -1,0 +1,185 @@
+"""The trusted side's handle on a running submission: load its cells, send requests, survive it.
+
+A `StudentSession` starts the worker in a sandbox, executes the submission's cells one by one, and
+then answers requests from the checks. When the student's process dies, hangs or runs out of memory,
+the session says so with an exception the checks turn into a message, and the next request starts a
+fresh process (leaving out any cell that killed the last one).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from . import channel
+from .launch import Sandbox, SandboxConfig
+
+
+@dataclass
+class Cell:
+    label: str          # what a student recognises: a grade id, or "cell 7"
+    source: str
+    from_student: bool = True
+
+
+@dataclass
+class CellOutcome:
+    label: str
+    ok: bool
+    error: dict | None = None
+    seconds: float = 0.0
+    ended_process: str | None = None    # how the process ended while this cell ran, if it did
+    timed_out: bool = False
+
+
+class StudentError(Exception):
+    """Student code raised: `info` has type, message, traceback, where (cell) and line."""
+
+    def __init__(self, info: dict):
+        super().__init__(f"{info.get('type')}: {info.get('message')}")
+        self.info = info
+
+    @property
+    def type(self) -> str:
+        return str(self.info.get("type"))
+
+
+class ProcessEnded(Exception):
+    """The student's process died (exit, signal) or was killed for memory."""
+
+    def __init__(self, description: str, memory: bool = False):
+        super().__init__(description)
+        self.description, self.memory = description, memory
+
+
+class TimedOut(Exception):
+    def __init__(self, seconds: float):
+        super().__init__(f"no answer within {seconds:.0f} s")
+        self.seconds = seconds
+
+
+class OutOfTime(Exception):
+    """The submission's whole time budget is spent."""
+
+
+@dataclass
+class StudentSession:
+    cells: list[Cell]
+    config: SandboxConfig
+    forbidden: list[str]
+    cell_seconds: float
+    deadline: float                      # time.monotonic() by which all grading must end
+    outcomes: list[CellOutcome] = field(default_factory=list)
+    tripped: set[str] = field(default_factory=set)
+    restarts: int = 0
+    warning: str | None = None
+    peak_rss_kb: int = 0
+    output_tail: str = ""
+
+    def __post_init__(self):
+        self._sandbox: Sandbox | None = None
+        self._fd_in = self._fd_out = -1
+        self._next_id = 0
+        self._skip: set[str] = set()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start a worker and run every cell; remember how each went (only the first time)."""
+        first = not self.outcomes
+        while True:
+            self._spawn()
+            died_in = self._load_cells(record=first)
+            if died_in is None:
+                return
+            self._skip.add(died_in)          # that cell kills the process: leave it out
+            first = False
+
+    def _spawn(self) -> None:
+        self.close()
+        self._sandbox = Sandbox(self.config)
+        self.warning = self._sandbox.warning
+        self._fd_in, self._fd_out = self._sandbox.start()
+        try:
+            self._request("init", self._timeout(60), threads=self.config.threads,
+                          forbidden=self.forbidden)
+        except ProcessEnded as error:        # the sandbox itself did not come up: say why
+            said = self._sandbox.output.decode("utf-8", "replace").strip().splitlines()
+            raise ProcessEnded(f"{error.description}: {said[-1] if said else 'no output'}")
+
+    def _load_cells(self, record: bool) -> str | None:
+        """Run the cells; return the label of a cell that ended the process, if one did."""
+        for cell in self.cells:
+            if cell.label in self._skip:
+                continue
+            started = time.monotonic()
+            outcome = CellOutcome(cell.label, ok=True)
+            try:
+                self._request("exec", self._timeout(self.cell_seconds), label=cell.label,
+                              source=cell.source)
+            except StudentError as error:
+                outcome.ok, outcome.error = False, error.info
+            except TimedOut as error:
+                outcome.ok, outcome.timed_out = False, True
+                outcome.ended_process = f"stopped after {error.seconds:.0f} s"
+            except ProcessEnded as error:
+                outcome.ok, outcome.ended_process = False, error.description
+            outcome.seconds = time.monotonic() - started
+            if record:
+                self.outcomes.append(outcome)
+            elif outcome.ended_process:
+                for known in self.outcomes:
+                    if known.label == cell.label and not known.ended_process:
+                        known.ok, known.ended_process = False, outcome.ended_process
+            if outcome.ended_process:
+                return cell.label
+        return None
+
+    def ensure_running(self) -> None:
+        if self._sandbox is None or not self._sandbox.alive():
+            self.restarts += 1
+            self.start()
+
+    def close(self) -> None:
+        if self._sandbox is not None:
+            self.peak_rss_kb = max(self.peak_rss_kb, self._sandbox.peak_rss_kb)
+            self.output_tail = self._sandbox.output[-4000:].decode("utf-8", "replace")
+            self._sandbox.close()
+            self._sandbox = None
+
+    # -- requests -----------------------------------------------------------------------------
+    def _timeout(self, seconds: float) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise OutOfTime()
+        return min(seconds, left)
+
+    def _request(self, op: str, timeout: float, **args):
+        self._next_id += 1
+        request_id = self._next_id
+        try:
+            channel.send(self._fd_in, {"id": request_id, "op": op, "args": args})
+            reply = channel.recv(self._fd_out, timeout=timeout)
+        except channel.ChannelTimeout:
+            self._sandbox.kill()
+            raise TimedOut(timeout) from None
+        except (channel.ChannelError, OSError, BrokenPipeError):
+            self._sandbox.kill()
+            if self._sandbox.memory_exceeded:
+                raise ProcessEnded(f"used more than {self.config.memory_mb} MB of memory",
+                                   memory=True) from None
+            raise ProcessEnded(self._sandbox.exit_description()) from None
+        if reply.get("id") != request_id:
+            self._sandbox.kill()
+            raise ProcessEnded("the student's process sent a reply out of turn")
+        tripwires = reply.get("tripwires")
+        if isinstance(tripwires, list):
+            self.tripped.update(str(name) for name in tripwires)
+        if not reply.get("ok"):
+            error = reply.get("error")
+            raise StudentError(error if isinstance(error, dict) else {"type": "Error",
+                                                                      "message": str(error)})
+        return reply.get("value")
+
+    def request(self, op: str, timeout: float, **args):
+        """Ask the running submission to do `op`; restarts it first if it is not running."""
+        self.ensure_running()
+        return self._request(op, self._timeout(timeout), **args)

@@ -1,0 +1,335 @@
+"""Visible checks: quick tests a student runs in the notebook, with messages in plain words.
+
+Each check prints a line per property that holds and stops at the first one that does not, with an
+AssertionError that says what is wrong and, where it helps, where to look. Passing them is a good
+sign, not a grade: the hidden graders test more inputs, sizes and invariances.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..i18n import render
+
+_settings = {"lang": "en"}
+BOS = 10
+
+
+def use_language(lang: str) -> None:
+    """The language of the checks' messages (the notebook's edition sets it)."""
+    _settings["lang"] = lang
+
+
+def _say(template: str, **params) -> str:
+    return render(template, params, _settings["lang"])
+
+
+def _ok(template: str, **params) -> None:
+    print("✓ " + _say(template, **params))
+
+
+class _Problem(Exception):
+    pass
+
+
+def _fail(template: str, **params):
+    raise _Problem(_say(template, **params))
+
+
+def _checked(function):
+    """Turn a problem into one AssertionError with just the message (no chained traceback)."""
+    def run(*args, **kwargs):
+        message = None
+        try:
+            function(*args, **kwargs)
+        except _Problem as problem:
+            message = str(problem)
+        if message is not None:
+            raise AssertionError(message)
+    run.__name__, run.__doc__ = function.__name__, function.__doc__
+    return run
+
+
+def _call(what: str, function, *args, **kwargs):
+    try:
+        return function(*args, **kwargs)
+    except NotImplementedError:
+        _fail("{what} is not written yet: replace `raise NotImplementedError()` with your code",
+              what=what)
+    except _Problem:
+        raise
+    except Exception as error:                     # the student's code broke: say where
+        _fail("{what} raised {kind}: {message}", what=what, kind=type(error).__name__,
+              message=error)
+
+
+def _shape(tensor, expected, what: str):
+    if not isinstance(tensor, torch.Tensor):
+        _fail("{what} should be a tensor, not {kind}", what=what, kind=type(tensor).__name__)
+    if tuple(tensor.shape) != tuple(expected):
+        _fail("{what} has shape {got}, expected {expected}", what=what,
+              got=list(tensor.shape), expected=list(expected))
+
+
+def _close(got, expected, atol=1e-4):
+    return got.shape == expected.shape and torch.allclose(got.double(), expected.double(),
+                                                          atol=atol, rtol=1e-3)
+
+
+def _count(module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def _fixed(seed: int, *shape):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+# -- 01: attention -------------------------------------------------------------------------------
+@_checked
+def sdpa(scaled_dot_product_attention):
+    """Shapes, weights that sum to one, the 1/sqrt(d_k) scale and the mask's meaning."""
+    q, k, v = _fixed(0, 2, 3, 5, 4), _fixed(1, 2, 3, 7, 4), _fixed(2, 2, 3, 7, 6)
+    result = _call("scaled_dot_product_attention", scaled_dot_product_attention, q, k, v)
+    if not isinstance(result, tuple) or len(result) != 2:
+        _fail("scaled_dot_product_attention should return a pair (output, weights)")
+    out, weights = result
+    _shape(out, (2, 3, 5, 6), "the output for q [2, 3, 5, 4], k [2, 3, 7, 4], v [2, 3, 7, 6]")
+    _shape(weights, (2, 3, 5, 7), "the weights for those inputs")
+    _ok("shapes: output [2, 3, 5, 6] and weights [2, 3, 5, 7]")
+    sums = weights.sum(-1)
+    if (weights < -1e-6).any() or not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
+        _fail("your weights do not sum to 1 over the keys (row sums from {lo:.3f} to {hi:.3f}): "
+              "take the softmax over the last axis", lo=sums.min().item(), hi=sums.max().item())
+    _ok("each query's weights are positive and sum to 1 over the keys")
+    q1 = torch.tensor([[1.0, 0.0]])
+    k1 = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    v1 = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    _, w1 = _call("scaled_dot_product_attention", scaled_dot_product_attention, q1, k1, v1)
+    expected = torch.softmax(torch.tensor([[1 / math.sqrt(2), 0.0]]), -1)
+    if not _close(w1, expected):
+        _fail("for q = [1, 0] and keys [1, 0], [0, 1] the weights should be {expected}, not "
+              "{got}: divide the scores by sqrt(d_k)", expected=_round(expected), got=_round(w1))
+    _ok("the scores are scaled by 1/sqrt(d_k)")
+    mask = torch.ones(5, 7, dtype=torch.bool).triu(1)
+    _, masked = _call("scaled_dot_product_attention", scaled_dot_product_attention, q, k, v, mask)
+    if masked[..., mask].abs().max() > 1e-6:
+        _fail("where the mask is True the weight must be 0 (True means blocked); "
+              "fill those scores with -inf before the softmax")
+    if masked[..., ~mask].min() <= 0:
+        _fail("a position the mask allows got weight 0: is your mask inverted?")
+    _ok("the mask blocks exactly the positions where it is True")
+
+
+def _round(tensor):
+    return [round(x, 3) for x in tensor.reshape(-1).tolist()]
+
+
+@_checked
+def mha(MultiHeadAttention):
+    """Parameter names and count, output shapes for self- and cross-attention."""
+    attention = _call("MultiHeadAttention(12, 3)", MultiHeadAttention, 12, 3)
+    names = sorted(name for name, _ in attention.named_parameters())
+    expected = sorted(f"w_{x}.{p}" for x in "qkvo" for p in ("weight", "bias"))
+    if names != expected:
+        _fail("the parameters should be {expected}, found {names}", expected=expected, names=names)
+    if _count(attention) != 4 * (12 * 12 + 12):
+        _fail("MultiHeadAttention(12, 3) should have {n} parameters, has {got}",
+              n=4 * (12 * 12 + 12), got=_count(attention))
+    _ok("four projections w_q, w_k, w_v, w_o: {n} parameters", n=_count(attention))
+    attention.eval()
+    x, memory = _fixed(3, 2, 5, 12), _fixed(4, 2, 7, 12)
+    out = _call("self-attention", attention, x, x)
+    _shape(out, (2, 5, 12), "self-attention on x [2, 5, 12]")
+    out = _call("cross-attention", attention, x, memory)
+    _shape(out, (2, 5, 12), "cross-attention from x [2, 5, 12] to memory [2, 7, 12]")
+    _ok("self- and cross-attention keep the queries' shape [2, 5, 12]")
+    causal = torch.ones(5, 5, dtype=torch.bool).triu(1)
+    changed = x.clone()
+    changed[:, 4] += 1.0
+    before = _call("masked self-attention", attention, x, x, causal)
+    after = _call("masked self-attention", attention, changed, changed, causal)
+    if not torch.allclose(before[:, :4], after[:, :4], atol=1e-5):
+        _fail("with a causal mask, changing token 4 changed the outputs of tokens 0-3: "
+              "pass the mask on to the attention")
+    _ok("with a causal mask, earlier tokens do not see later ones")
+
+
+@_checked
+def masks(causal_mask, padding_mask):
+    """The two masks on small examples."""
+    got = _call("causal_mask(4)", causal_mask, 4)
+    expected = torch.tensor([[0, 1, 1, 1], [0, 0, 1, 1], [0, 0, 0, 1], [0, 0, 0, 0]]).bool()
+    if not isinstance(got, torch.Tensor) or got.dtype != torch.bool:
+        _fail("causal_mask should return a bool tensor")
+    if got.shape != expected.shape or not torch.equal(got, expected):
+        _fail("causal_mask(4) should be True above the diagonal only:\n{expected}\ngot\n{got}",
+              expected=expected.int(), got=got.int())
+    _ok("causal_mask(4) is True above the diagonal")
+    tokens = torch.tensor([[5, 7, 0, 0], [3, 0, 0, 0]])
+    got = _call("padding_mask", padding_mask, tokens, 0)
+    expected = (tokens == 0)[:, None, None, :]
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != (2, 1, 1, 4):
+        _fail("padding_mask(tokens [2, 4], pad_id) should have shape [2, 1, 1, 4] "
+              "(batch, heads, queries, keys)")
+    if not torch.equal(got.bool(), expected):
+        _fail("padding_mask should be True exactly at the pad tokens")
+    _ok("padding_mask is [B, 1, 1, T] and True at the pads")
+
+
+# -- 02: layers ----------------------------------------------------------------------------------
+@_checked
+def positions(positional_encoding):
+    pe = _call("positional_encoding(50, 16)", positional_encoding, 50, 16)
+    _shape(pe, (50, 16), "positional_encoding(50, 16)")
+    _ok("shape [50, 16]")
+    first = torch.tensor([0.0, 1.0] * 8)
+    if not _close(pe[0], first):
+        _fail("position 0 should be [0, 1, 0, 1, ...] (sin 0 on even columns, cos 0 on odd)")
+    if not _close(pe[1, :2], torch.tensor([math.sin(1.0), math.cos(1.0)])):
+        _fail("columns 0 and 1 of position 1 should be sin(1) and cos(1)")
+    rate = 10000 ** (-2 / 16)
+    if not _close(pe[3, 2:4], torch.tensor([math.sin(3 * rate), math.cos(3 * rate)])):
+        _fail("columns 2 and 3 should turn at 1/10000^(2/d_model) of the speed of columns 0 and 1")
+    _ok("sin on even columns, cos on odd, with the paper's frequencies")
+
+
+@_checked
+def ffn(FeedForward):
+    block = _call("FeedForward(32, 128)", FeedForward, 32, 128)
+    if _count(block) != 8352:
+        _fail("FeedForward(32, 128) should have 8,352 parameters, has {n}", n=_count(block))
+    for name, shape in (("linear1", (128, 32)), ("linear2", (32, 128))):
+        layer = getattr(block, name, None)
+        if layer is None or tuple(layer.weight.shape) != shape:
+            _fail("{name} should be nn.Linear with a weight of shape {shape}", name=name,
+                  shape=list(shape))
+    _ok("linear1 32 -> 128, linear2 128 -> 32: 8,352 parameters")
+    _shape(_call("FeedForward", block, _fixed(0, 2, 5, 32)), (2, 5, 32), "its output")
+    _ok("the output keeps the input's shape")
+
+
+@_checked
+def encoder_layer(EncoderLayer):
+    layer = _call("EncoderLayer(32, 4, 128, 0.1)", EncoderLayer, 32, 4, 128, 0.1)
+    if _count(layer) != 12704:
+        _fail("EncoderLayer(32, 4, 128) should have 12,704 parameters, has {n}", n=_count(layer))
+    _ok("12,704 parameters")
+    layer.eval()
+    x = _fixed(0, 2, 10, 32)
+    out = _call("EncoderLayer", layer, x)
+    _shape(out, (2, 10, 32), "the output for x [2, 10, 32]")
+    if not torch.equal(out, _call("EncoderLayer", layer, x)):
+        _fail("in eval mode the layer should give the same output twice: is dropout off in eval?")
+    if not torch.allclose(out.mean(-1), torch.zeros(2, 10), atol=1e-4):
+        _fail("a post-norm layer ends with LayerNorm, so each output vector has mean 0")
+    _ok("the output is [2, 10, 32], normalised, and repeatable in eval mode")
+
+
+@_checked
+def decoder_layer(DecoderLayer):
+    layer = _call("DecoderLayer(32, 4, 128, 0.1)", DecoderLayer, 32, 4, 128, 0.1)
+    if _count(layer) != 16992:
+        _fail("DecoderLayer(32, 4, 128) should have 16,992 parameters, has {n}", n=_count(layer))
+    _ok("16,992 parameters")
+    layer.eval()
+    y, memory = _fixed(0, 2, 7, 32), _fixed(1, 2, 10, 32)
+    causal = torch.ones(7, 7, dtype=torch.bool).triu(1)
+    out = _call("DecoderLayer", layer, y, memory, causal)
+    _shape(out, (2, 7, 32), "the output for y [2, 7, 32] and memory [2, 10, 32]")
+    changed = y.clone()
+    changed[:, 6] += 1.0
+    after = _call("DecoderLayer", layer, changed, memory, causal)
+    if not torch.allclose(out[:, :6], after[:, :6], atol=1e-5):
+        _fail("changing target token 6 changed earlier outputs: use self_mask in self-attention")
+    other = _call("DecoderLayer", layer, y, memory + 1.0, causal)
+    if torch.allclose(out, other, atol=1e-5):
+        _fail("the output does not depend on the memory: cross-attention should take its keys "
+              "and values from it")
+    _ok("the output is [2, 7, 32], causal, and reads the memory")
+
+
+@_checked
+def classifier(EncoderClassifier):
+    model = _call("EncoderClassifier", EncoderClassifier, vocab_size=12, num_classes=3,
+                  d_model=32, num_heads=4, num_layers=2, d_ff=64, dropout=0.1, pad_id=0)
+    model.eval()
+    tokens = torch.tensor([[4, 5, 6, 0, 0], [7, 8, 9, 10, 11]])
+    out = _call("EncoderClassifier", model, tokens)
+    _shape(out, (2, 3), "the output for 2 sequences and 3 classes")
+    if not torch.allclose(out.exp().sum(-1), torch.ones(2), atol=1e-4):
+        _fail("the output should be log-probabilities: exp(output) sums to 1 over the classes")
+    _ok("log-probabilities of shape [2, 3]")
+    longer = torch.tensor([[4, 5, 6, 0, 0, 0, 0], [7, 8, 9, 10, 11, 0, 0]])
+    if not torch.allclose(out, _call("EncoderClassifier", model, longer), atol=1e-5):
+        _fail("adding padding changed the prediction: mask the pad keys and leave pads out of "
+              "the pooling")
+    _ok("extra padding does not change the prediction")
+
+
+# -- 03: sorting ---------------------------------------------------------------------------------
+@_checked
+def transformer(Transformer):
+    model = _call("Transformer(11)", Transformer, 11)
+    if _count(model) != 59744:
+        _fail("Transformer(11) should have 59,744 parameters, has {n}", n=_count(model))
+    embedding = getattr(model, "embedding", None)
+    if not isinstance(embedding, torch.nn.Embedding) or embedding.weight.numel() != 352:
+        _fail("model.embedding should be nn.Embedding(11, 32): 352 numbers")
+    _ok("59,744 parameters, 352 of them in the embedding")
+    model.eval()
+    src, tgt_in = torch.randint(0, 10, (2, 10)), torch.randint(0, 11, (2, 8))
+    logits = _call("Transformer", model, src, tgt_in)
+    _shape(logits, (2, 8, 11), "the logits for src [2, 10] and tgt_in [2, 8]")
+    changed = tgt_in.clone()
+    changed[:, 7] = (changed[:, 7] + 1) % 10
+    if not torch.allclose(logits[:, :7], _call("Transformer", model, src, changed)[:, :7],
+                          atol=1e-5):
+        _fail("changing target token 7 changed earlier logits: decode needs its causal mask")
+    _ok("logits [2, 8, 11], and no position sees the future")
+
+
+@_checked
+def noam(noam_rate):
+    rates = [_call("noam_rate", noam_rate, step, 32, 100) for step in (1, 50, 100, 200, 400)]
+    peak = 32 ** -0.5 * 100 ** -0.5
+    if not math.isclose(rates[2], peak, rel_tol=1e-4):
+        _fail("at step = warmup the rate should be d_model^-0.5 * warmup^-0.5 = {peak:.6f}, "
+              "not {got:.6f}", peak=peak, got=rates[2])
+    if not rates[0] < rates[1] < rates[2] > rates[3] > rates[4]:
+        _fail("the rate should rise until step = warmup, then fall")
+    _ok("the rate rises to {peak:.5f} at step 100 and then decays", peak=peak)
+
+
+@_checked
+def teacher(shift_right, smoothing_floor):
+    got = _call("shift_right", shift_right, torch.tensor([[3, 1, 4], [1, 5, 9]]), BOS)
+    if not isinstance(got, torch.Tensor) or not torch.equal(
+            got, torch.tensor([[10, 3, 1], [10, 1, 5]])):
+        _fail("shift_right([[3, 1, 4], [1, 5, 9]], bos=10) should be [[10, 3, 1], [10, 1, 5]]")
+    _ok("shift_right puts BOS first and drops the last token")
+    floor = _call("smoothing_floor", smoothing_floor, 0.1, 11)
+    if not math.isclose(floor, 0.5140, abs_tol=5e-4):
+        _fail("smoothing_floor(0.1, 11) should be about 0.514, not {got:.4f}", got=floor)
+    _ok("smoothing_floor(0.1, 11) = {floor:.3f}", floor=floor)
+
+
+@_checked
+def greedy(greedy_decode, model):
+    model.eval()
+    src = torch.randint(0, 10, (4, 6))
+    out = _call("greedy_decode", greedy_decode, model, src, BOS)
+    _shape(out, (4, 6), "greedy_decode on src [4, 6]")
+    if (out == BOS).any():
+        _fail("greedy_decode emitted BOS; BOS only starts the decoder's input")
+    _shape(_call("greedy_decode", greedy_decode, model, src, BOS, 3), (4, 3),
+           "greedy_decode(..., length=3)")
+    _ok("one token per position, never BOS, and `length` is respected")
+
+
+@_checked
+def trained(accuracy: float, threshold: float = 0.99):
+    if accuracy <= threshold:
+        _fail("greedy decoding sorted {acc:.1%} of the sequences; the goal is more than "
+              "{goal:.0%}", acc=accuracy, goal=threshold)
+    _ok("greedy decoding sorts {acc:.1%} of fresh sequences", acc=accuracy)
