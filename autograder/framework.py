@@ -136,7 +136,16 @@ class Handle:
                                     swap_globals=swap_globals)
 
     def swap(self, path: str, probe: "Handle") -> None:
-        self.context.request("swap", handle=self.name, path=path, probe=probe.name)
+        try:
+            self.context.request("swap", handle=self.name, path=path, probe=probe.name)
+        except StudentError:
+            raise Fail("the module has no submodule `{path}`, a name the assignment asks for",
+                       path=path) from None
+
+    def grad(self, *args, weights, method: str = "__call__") -> dict:
+        """Gradients of sum(output * weights) for each named parameter (eval mode)."""
+        return self.context.request("grad", handle=self.name, args=list(args), weights=weights,
+                                    method=method)
 
     def calls(self) -> list[dict]:
         return self.context.request("calls", handle=self.name)

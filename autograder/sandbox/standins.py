@@ -56,7 +56,7 @@ class AttentionFunction(Recorder):
         weights = torch.sigmoid(q @ k.transpose(-2, -1))
         if mask is not None:
             weights = weights.masked_fill(torch.as_tensor(mask, dtype=torch.bool), 0.0)
-        return weights @ v / k.shape[-2], weights
+        return weights @ v / 4.0, weights
 
 
 class AttentionProbe(nn.Module):
@@ -70,7 +70,7 @@ class AttentionProbe(nn.Module):
 
     def forward(self, x_q, x_kv, mask=None):
         self.recorder.record(x_q=x_q, x_kv=x_kv, mask=mask)
-        mixed = mixing_weights(x_q, x_kv, mask) @ x_kv / x_kv.shape[-2]
+        mixed = mixing_weights(x_q, x_kv, mask) @ x_kv / 4.0
         return torch.tanh(x_q @ self.a) + mixed @ self.b
 
 
@@ -97,7 +97,7 @@ class EncoderLayerProbe(nn.Module):
 
     def forward(self, x, mask=None):
         self.recorder.record(x=x, mask=mask)
-        mixed = mixing_weights(x, x, mask) @ x / x.shape[-2]
+        mixed = mixing_weights(x, x, mask) @ x / 4.0
         return x + torch.tanh((x + mixed) @ self.d)
 
 

@@ -111,6 +111,17 @@ class Worker:
         target = module if method == "__call__" else getattr(module, method)
         return self._run(target, args, kwargs, seed, swap_globals, grad)
 
+    def op_grad(self, handle: str, args=(), weights=None, method: str = "__call__"):
+        """Gradients of sum(output * weights) with respect to each named parameter."""
+        module = self.handles[handle]
+        module.train(False)
+        module.zero_grad(set_to_none=True)
+        target = module if method == "__call__" else getattr(module, method)
+        with torch.enable_grad():
+            out = target(*self._resolve(args))
+            (out * weights).sum().backward()
+        return {name: p.grad for name, p in module.named_parameters() if p.grad is not None}
+
     def op_swap(self, handle: str, path: str, probe: str):
         """Put the stand-in held as handle `probe` at attribute path `path` of module `handle`."""
         parent = self.handles[handle]
