@@ -11,10 +11,10 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from dataclasses import dataclass, field
 
 import torch
 
+from .report import TestResult
 from .sandbox import standins
 from .sandbox.session import OutOfTime, ProcessEnded, StudentError, StudentSession, TimedOut
 
@@ -35,21 +35,6 @@ class Fail(Exception):
     def __init__(self, template: str, **params):
         super().__init__(template)
         self.template, self.params = template, params
-
-
-@dataclass
-class TestResult:
-    id: str                         # "sdpa.values"
-    points: float
-    max_points: float
-    template: str = ""              # why it failed (empty when it passed)
-    params: dict = field(default_factory=dict)
-    seconds: float = 0.0
-    internal: bool = False          # the grader itself could not run this check
-
-    @property
-    def passed(self) -> bool:
-        return self.points >= self.max_points
 
 
 # -- checking values -----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import os
 import sys
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 from tfcourse import notebook as nbtools
@@ -21,52 +21,12 @@ from tfcourse.course import Course, load_course
 
 from . import checks  # noqa: F401  (registers the checks)
 from . import rules
-from .framework import REGISTRY, Context, TestResult, run_test
+from .framework import REGISTRY, Context, run_test
 from .reference import helper_files, reference
+from .report import Note, NotebookReport, SubmissionReport, TestResult
 from .sandbox.launch import SandboxConfig, set_subreaper
 from .sandbox.session import OutOfTime, ProcessEnded, StudentSession, TimedOut
-from .submission import Note, load_program
-
-
-@dataclass
-class NotebookReport:
-    name: str
-    tests: list[TestResult] = field(default_factory=list)
-    notes: list[Note] = field(default_factory=list)
-    cells: list[dict] = field(default_factory=list)        # how each cell went when loaded
-    seconds: float = 0.0
-    peak_memory_mb: float = 0.0
-    sandbox: str = ""
-    extra: dict = field(default_factory=dict)
-
-
-@dataclass
-class SubmissionReport:
-    assignment: str
-    submission: str
-    notebooks: list[NotebookReport] = field(default_factory=list)
-    notes: list[Note] = field(default_factory=list)
-    seconds: float = 0.0
-    error: str | None = None      # the grader itself failed: nothing was scored
-
-    @property
-    def tests(self) -> list[TestResult]:
-        return [test for report in self.notebooks for test in report.tests]
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "SubmissionReport":
-        notebooks = []
-        for item in data.get("notebooks", []):
-            item = dict(item)
-            item["tests"] = [TestResult(**t) for t in item.get("tests", [])]
-            item["notes"] = [Note(**n) for n in item.get("notes", [])]
-            notebooks.append(NotebookReport(**item))
-        return cls(assignment=data["assignment"], submission=data["submission"],
-                   notebooks=notebooks, notes=[Note(**n) for n in data.get("notes", [])],
-                   seconds=data.get("seconds", 0.0), error=data.get("error"))
+from .submission import load_program
 
 
 def groups_of_notebook(course: Course, assignment_id: str, notebook_name: str):

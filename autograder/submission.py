@@ -15,15 +15,8 @@ from pathlib import Path
 import nbformat
 
 from tfcourse import notebook
+from .report import Note
 from .sandbox.session import Cell
-
-
-@dataclass
-class Note:
-    """Something the student should know about their notebook (a template and its values)."""
-    template: str
-    params: dict = field(default_factory=dict)
-    severity: str = "warning"          # warning: graded anyway; error: a part could not be graded
 
 
 @dataclass

@@ -32,6 +32,7 @@ from pathlib import Path
 
 HARNESS = ("worker.py", "channel.py", "standins.py")
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
 
 
 @dataclass
@@ -236,6 +237,10 @@ class Sandbox:
                 "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
 
     def _limits(self):
+        try:                     # die with the grader, even if it is killed
+            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
         memory = (self.config.memory_mb + 512) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 20, 256 << 20))

@@ -1,0 +1,198 @@
+"""Grading many submissions: one trusted grader process each, N at a time, nothing lost.
+
+Each submission is graded by `python -m autograder.grade` in its own process, with a time limit;
+whatever happens to that process, the submission ends with a results.json and a feedback page.
+Results carry a fingerprint of the submission and of the grader, so a second run grades only what
+is new or changed. The input folders are only ever read.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from tfcourse.course import Course
+
+from .report import Note, SubmissionReport
+from .results import write_results
+
+GRADER_FILES = ("autograder", "source", "course.yaml")
+
+
+@dataclass
+class Outcome:
+    name: str
+    folder: Path
+    status: str                 # graded, unchanged, failed
+    score: float = 0.0
+    max_score: float = 0.0
+    seconds: float = 0.0
+    assignment: str = ""
+
+
+def course_notebooks(course: Course) -> set[str]:
+    return {name for assignment in course.assignments for name in assignment.notebooks}
+
+
+def expand(course: Course, paths: list[Path]) -> list[tuple[str, Path]]:
+    """(name, path) of each submission: a notebook, a folder holding the course's notebooks, or a
+    folder of such submissions (one or two levels down, as in nbgrader's submitted/ folder)."""
+    known = course_notebooks(course)
+
+    def holds_notebooks(folder: Path) -> bool:
+        return any((folder / name).is_file() for name in known) or any(
+            p.suffix == ".ipynb" for p in folder.iterdir() if p.is_file())
+
+    found: list[tuple[str, Path]] = []
+    for path in paths:
+        if path.is_file() or not path.exists():
+            found.append((path.stem if path.suffix == ".ipynb" else path.name, path))
+        elif holds_notebooks(path):
+            found.append((path.name, path))
+        else:
+            for child in sorted(path.iterdir()):
+                if child.name.startswith("."):
+                    continue
+                if child.is_file() and child.suffix == ".ipynb":
+                    found.append((child.stem, child))
+                elif child.is_dir() and holds_notebooks(child):
+                    found.append((child.name, child))
+                elif child.is_dir():
+                    for grandchild in sorted(child.iterdir()):
+                        if grandchild.is_dir() and holds_notebooks(grandchild):
+                            found.append((f"{child.name}/{grandchild.name}", grandchild))
+    return found
+
+
+def grader_version(course: Course) -> str:
+    digest = hashlib.sha256()
+    for name in GRADER_FILES:
+        root = course.root / name
+        files = sorted(root.rglob("*")) if root.is_dir() else [root]
+        for path in files:
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                digest.update(str(path.relative_to(course.root)).encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def fingerprint(submission: Path, version: str, options: str) -> str:
+    digest = hashlib.sha256(f"{version}|{options}".encode())
+    files = sorted(submission.rglob("*.ipynb")) if submission.is_dir() else [submission]
+    for path in files:
+        if path.is_file() and ".ipynb_checkpoints" not in path.parts:
+            digest.update(str(path.name).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:24]
+
+
+def _previous_fingerprint(folder: Path) -> str | None:
+    try:
+        return json.loads((folder / "results.json").read_text())["extra_data"]["fingerprint"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _grade_in_process(course: Course, submission: Path, folder: Path, assignment: str | None,
+                      threads: int, skip: list[str], hide: list[Path]) -> SubmissionReport:
+    """Run the trusted grader in a child process; whatever it does, come back with a report."""
+    limit = course.limit("submission_seconds") * 3 + 120
+    with tempfile.TemporaryDirectory(prefix="tfreport-") as scratch:
+        out = Path(scratch) / "report.json"
+        command = [sys.executable, "-m", "autograder.grade", str(submission),
+                   "--course", str(course.root), "--out", str(out), "--threads", str(threads)]
+        if assignment:
+            command += ["--assignment", assignment]
+        if skip:
+            command += ["--skip", *skip]
+        if hide:
+            command += ["--hide", *map(str, hide)]
+        environment = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(course.root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+        process = subprocess.Popen(command, cwd=course.root, env=environment, text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   start_new_session=True)
+        try:
+            _, stderr = process.communicate(timeout=limit)
+            problem = None if out.exists() else (
+                f"the grader process ended with status {process.returncode}: "
+                f"{(stderr or '').strip()[-800:]}")
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            problem = f"the grader process did not finish within {limit:.0f} s"
+        if problem is None:
+            try:
+                return SubmissionReport.from_dict(json.loads(out.read_text(encoding="utf-8")))
+            except (ValueError, KeyError, TypeError) as error:
+                problem = f"the grader's report could not be read ({error})"
+    report = SubmissionReport(assignment or "", submission.name, error=problem)
+    report.notes.append(Note("the grader failed on this submission, so nothing was scored; "
+                             "run tfcourse grade again, and report it if it persists", {}, "error"))
+    return report
+
+
+def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang: str,
+               force: bool = False, assignment: str | None = None, skip: list[str] = (),
+               progress: bool = True, threads: int | None = None) -> list[Outcome]:
+    submissions = expand(course, paths)
+    version = grader_version(course)
+    options = json.dumps([assignment, sorted(skip), lang])
+    cores = os.cpu_count() or 1
+    threads = threads or max(1, cores // max(1, jobs))
+    hide = [out.resolve(), *[p.resolve() for p in paths]]
+    outcomes: list[Outcome] = []
+    todo = []
+    for name, path in submissions:
+        folder = out / name
+        stamp = fingerprint(path, version, options) if path.exists() else ""
+        if not force and stamp and _previous_fingerprint(folder) == stamp:
+            previous = json.loads((folder / "results.json").read_text())
+            outcomes.append(Outcome(name, folder, "unchanged", previous["score"],
+                                    previous["max_score"], 0.0,
+                                    previous["extra_data"].get("assignment", "")))
+        else:
+            todo.append((name, path, folder, stamp))
+
+    def work(item):
+        name, path, folder, stamp = item
+        started = time.monotonic()
+        report = _grade_in_process(course, path, folder, assignment, threads, list(skip), hide)
+        report.submission = name
+        results = write_results(course, report, folder, lang, stamp)
+        status = "failed" if report.error else "graded"
+        return Outcome(name, folder, status, results["score"], results["max_score"],
+                       round(time.monotonic() - started, 1), report.assignment)
+
+    bar = None
+    if progress and todo:
+        from tqdm import tqdm
+        bar = tqdm(total=len(todo), desc="grading", unit="submission", file=sys.stderr)
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(work, item) for item in todo]
+        for future in as_completed(futures):
+            outcomes.append(future.result())
+            if bar:
+                bar.update()
+    if bar:
+        bar.close()
+    order = {name: index for index, (name, _) in enumerate(submissions)}
+    return sorted(outcomes, key=lambda o: order.get(o.name, 0))
+
+
+def table(outcomes: list[Outcome]) -> str:
+    width = max([len(o.name) for o in outcomes] + [10])
+    lines = [f"{'submission':{width}}  {'assignment':12}  {'score':>13}  {'time':>7}  status"]
+    for o in outcomes:
+        score = f"{o.score:g} / {o.max_score:g}"
+        lines.append(f"{o.name:{width}}  {o.assignment or '-':12}  {score:>13}  "
+                     f"{o.seconds:6.1f}s  {o.status}")
+    return "\n".join(lines)

@@ -1,0 +1,44 @@
+"""nbgrader's configuration for this course folder (nbgrader reads it from the working folder).
+
+With it, `nbgrader generate_assignment`, `generate_solution`, `autograde` and the formgrader work on
+this folder as an nbgrader course: releases keep the edition's language (course.yaml `language`), and
+autograding scores test cells with tfcourse's sandboxed grader instead of running hidden tests in the
+student's kernel. `tfcourse build` and `tfcourse grade` use the same steps.
+"""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
+from nbgrader.preprocessors import (  # noqa: E402
+    AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearMarkScheme, ClearOutput,
+    ClearSolutions, ComputeChecksums, IgnorePattern, IncludeHeaderFooter, InstantiateTests,
+    LimitOutput, LockCells, SaveAutoGrades, SaveCells)
+
+from autograder.nbgrader import TrustedExecute  # noqa: E402
+from tfcourse.build.language import SelectLanguage  # noqa: E402
+from tfcourse.course import load_course  # noqa: E402
+
+c = get_config()  # noqa: F821 (nbgrader provides it)
+
+c.CourseDirectory.root = HERE
+c.CourseDirectory.course_id = load_course(HERE).id
+c.CourseDirectory.solution_directory = "solutions"
+c.SelectLanguage.course_root = HERE
+
+# nbgrader's own steps, with the language selection first.
+c.GenerateAssignment.preprocessors = [
+    SelectLanguage, IncludeHeaderFooter, InstantiateTests, LockCells, ClearSolutions, ClearOutput,
+    CheckCellMetadata, ComputeChecksums, SaveCells, ClearHiddenTests, ClearMarkScheme,
+    ComputeChecksums, CheckCellMetadata]
+c.GenerateSolution.preprocessors = [
+    SelectLanguage, IncludeHeaderFooter, LockCells, ClearOutput, ClearMarkScheme, TrustedExecute]
+# Execute is replaced by TrustedExecute: verdicts come from the sandboxed grader.
+c.Autograde.autograde_preprocessors = [
+    TrustedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+    AssignLatePenalties, CheckCellMetadata]
+# The training demo takes up to a minute; give cells room.
+c.TrustedExecute.timeout = 600

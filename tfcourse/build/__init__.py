@@ -1,0 +1,1 @@
+"""`tfcourse build`: release notebooks, solved notebooks and helper modules, all from source/."""

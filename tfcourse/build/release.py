@@ -1,0 +1,190 @@
+"""Generating what is built from source/: points in the notebooks, helper modules, release/, solutions/.
+
+`build(course)` writes them; `check(course)` builds into a scratch folder and lists every committed
+file that differs. release/ and solutions/ come from nbgrader's own converters, configured by the
+course's nbgrader_config.py, so `nbgrader generate_assignment` run by hand gives the same release.
+Execution outputs are not compared (timings and plots vary), only sources and cell metadata.
+"""
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+from .. import notebook
+from ..course import Course
+from .language import select_language
+
+
+class BuildError(Exception):
+    pass
+
+
+# -- points and helper modules -------------------------------------------------------------------
+def source_notebooks(course: Course):
+    for assignment in course.assignments:
+        for name in assignment.notebooks:
+            yield assignment, course.source_dir / assignment.id / name
+
+
+def with_points(course: Course, nb, assignment) -> tuple[object, list[str]]:
+    """The notebook with each test cell's points set from course.yaml; and the problems found."""
+    problems = []
+    tests = {notebook.grade_id(cell): cell for cell in nb.cells if notebook.is_test(cell)}
+    for group in assignment.checks:
+        cell = tests.get(group.id)
+        if cell is None:
+            problems.append(f"{assignment.id}: no test cell has grade_id {group.id!r}")
+            continue
+        cell.metadata["nbgrader"]["points"] = group.points
+    for gid in tests:
+        if not any(group.id == gid for group in assignment.checks):
+            problems.append(f"{assignment.id}: test cell {gid!r} has no checks in course.yaml")
+    if not notebook.cells_with_role(nb, "setup"):
+        problems.append(f"{assignment.id}: no setup cell (metadata tfcourse.role = setup)")
+    return nb, problems
+
+
+def helper_modules(course: Course) -> dict[Path, str]:
+    """Path -> text of every generated helper module (earlier assignments' solutions)."""
+    files = {}
+    for assignment in course.assignments:
+        for module in assignment.uses:
+            provider = course.provider_of(module)
+            name = provider.notebooks[0]
+            nb = notebook.read(course.source_dir / provider.id / name)
+            files[course.source_dir / assignment.id / f"{module}.py"] = notebook.module_source(
+                nb, f"source/{provider.id}/{name}")
+    return files
+
+
+# -- nbgrader --------------------------------------------------------------------------------------
+def _nbgrader_config(course: Course, scratch: Path, lang: str, release: Path, solutions: Path,
+                     execute: bool):
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course.root)).load_config()
+    config.CourseDirectory.root = str(course.root)
+    config.CourseDirectory.release_directory = str(release)
+    config.CourseDirectory.solution_directory = str(solutions)
+    config.CourseDirectory.db_url = f"sqlite:///{scratch / 'gradebook.db'}"
+    config.BaseConverter.force = True
+    config.SelectLanguage.lang = lang
+    config.TrustedExecute.lang = lang
+    if not execute:
+        config.GenerateSolution.preprocessors = [
+            p for p in config.GenerateSolution.preprocessors if p.__name__ != "TrustedExecute"]
+    return config
+
+
+def run_nbgrader(course: Course, release: Path, solutions: Path | None, lang: str,
+                 execute: bool = True) -> None:
+    """nbgrader's generate_assignment (and generate_solution) for every assignment."""
+    from nbgrader.converters import GenerateAssignment, GenerateSolution
+    from nbgrader.coursedir import CourseDirectory
+
+    bin_folder = os.path.dirname(sys.executable)          # nbgrader runs `alembic` from PATH
+    if bin_folder not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bin_folder + os.pathsep + os.environ.get("PATH", "")
+    if str(course.root) not in sys.path:
+        sys.path.insert(0, str(course.root))
+    with tempfile.TemporaryDirectory(prefix="tfbuild-db-") as scratch:
+        config = _nbgrader_config(course, Path(scratch), lang, release, solutions or release,
+                                  execute)
+        for assignment in course.assignments:
+            config.CourseDirectory.assignment_id = assignment.id
+            coursedir = CourseDirectory(config=config)
+            converters = [GenerateAssignment] + ([GenerateSolution] if solutions else [])
+            for converter in converters:
+                app = converter(coursedir=coursedir, config=config)
+                app.start()
+                if getattr(app, "_failed", False):
+                    raise BuildError(f"nbgrader failed on {assignment.id}")
+
+
+# -- build and check -------------------------------------------------------------------------------
+def _write_if_changed(path: Path, text: str) -> bool:
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return False
+    path.write_text(text, encoding="utf-8")
+    return True
+
+
+def build(course: Course, lang: str | None = None, execute: bool = True, log=print) -> None:
+    lang = lang or course.language
+    for assignment, path in source_notebooks(course):
+        nb, problems = with_points(course, notebook.read(path), assignment)
+        if problems:
+            raise BuildError("\n".join(problems))
+        if _write_if_changed(path, nbformat.writes(nb) + "\n"):
+            log(f"updated the points in {path.relative_to(course.root)}")
+    for path, text in helper_modules(course).items():
+        if _write_if_changed(path, text):
+            log(f"wrote {path.relative_to(course.root)}")
+    for folder in (course.release_dir, course.solutions_dir):
+        shutil.rmtree(folder, ignore_errors=True)
+    log(f"generating release/ and solutions/ ({lang}) with nbgrader"
+        + ("; the solutions are executed and graded, which takes a few minutes" if execute else ""))
+    run_nbgrader(course, course.release_dir, course.solutions_dir, lang, execute)
+
+
+def comparable(nb: dict) -> dict:
+    """A notebook as far as --check compares it: sources, cell types and metadata, no outputs."""
+    cells = [{"cell_type": c.get("cell_type"), "source": "".join(c.get("source", "")),
+              "metadata": {k: v for k, v in c.get("metadata", {}).items() if k != "execution"},
+              "id": c.get("id")} for c in nb.get("cells", [])]
+    meta = {k: v for k, v in nb.get("metadata", {}).items() if k in ("tfcourse", "kernelspec")}
+    return {"cells": cells, "metadata": meta}
+
+
+def _compare_trees(expected: Path, actual: Path, label: str) -> list[str]:
+    stale = []
+    wanted = {p.relative_to(expected) for p in expected.rglob("*") if p.is_file()}
+    present = {p.relative_to(actual) for p in actual.rglob("*") if p.is_file()
+               and ".ipynb_checkpoints" not in p.parts} if actual.exists() else set()
+    for name in sorted(wanted - present):
+        stale.append(f"{label}/{name} is missing")
+    for name in sorted(present - wanted):
+        stale.append(f"{label}/{name} should not be there")
+    for name in sorted(wanted & present):
+        if name.suffix == ".ipynb":
+            same = comparable(_load(expected / name)) == comparable(_load(actual / name))
+        else:
+            same = filecmp.cmp(expected / name, actual / name, shallow=False)
+        if not same:
+            stale.append(f"{label}/{name} is stale")
+    return stale
+
+
+def check(course: Course, lang: str | None = None) -> list[str]:
+    """Everything committed that a build would change (empty when all is up to date)."""
+    lang = lang or course.language
+    stale = []
+    for assignment, path in source_notebooks(course):
+        nb, problems = with_points(course, notebook.read(path), assignment)
+        stale += problems
+        if comparable(_load(path)) != comparable(json.loads(nbformat.writes(nb))):
+            stale.append(f"{path.relative_to(course.root)}: test cell points differ from "
+                         f"course.yaml")
+    for path, text in helper_modules(course).items():
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            stale.append(f"{path.relative_to(course.root)} is stale")
+    with tempfile.TemporaryDirectory(prefix="tfbuild-check-") as scratch:
+        release, solutions = Path(scratch) / "release", Path(scratch) / "solutions"
+        run_nbgrader(course, release, solutions, lang, execute=False)
+        stale += _compare_trees(release, course.release_dir, "release")
+        stale += _compare_trees(solutions, course.solutions_dir, "solutions")
+    return stale
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+__all__ = ["build", "check", "BuildError", "select_language"]
