@@ -69,7 +69,19 @@ def expand(course: Course, paths: list[Path]) -> list[tuple[str, Path]]:
                     for grandchild in sorted(child.iterdir()):
                         if grandchild.is_dir() and holds_notebooks(grandchild):
                             found.append((f"{child.name}/{grandchild.name}", grandchild))
-    return found
+    return _unique(found)
+
+
+def _unique(found: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
+    """Two submissions with the same name (solutions/01-attention, release/01-attention) get
+    their parent folder's name in front, so that neither's results overwrite the other's."""
+    names = [name for name, _ in found]
+    unique = []
+    for name, path in found:
+        if names.count(name) > 1:
+            name = f"{path.resolve().parent.name}/{name}"
+        unique.append((name, path))
+    return unique
 
 
 def grader_version(course: Course) -> str:
@@ -101,8 +113,8 @@ def _previous_fingerprint(folder: Path) -> str | None:
         return None
 
 
-def _grade_in_process(course: Course, submission: Path, folder: Path, assignment: str | None,
-                      threads: int, skip: list[str], hide: list[Path]) -> SubmissionReport:
+def _grade_in_child(course: Course, submission: Path, assignment: str | None, threads: int,
+                      skip: list[str], hide: list[Path]) -> SubmissionReport:
     """Run the trusted grader in a child process; whatever it does, come back with a report."""
     limit = course.limit("submission_seconds") * 3 + 120
     with tempfile.TemporaryDirectory(prefix="tfreport-") as scratch:
@@ -140,6 +152,17 @@ def _grade_in_process(course: Course, submission: Path, folder: Path, assignment
     return report
 
 
+def grade_one(course: Course, submission: Path, *, assignment: str | None = None,
+              skip: list[str] = (), threads: int | None = None, lang: str | None = None,
+              hide: list[Path] = ()) -> tuple[SubmissionReport, dict]:
+    """Grade one submission in its own grader process: (report, Gradescope-style results)."""
+    from .results import gradescope_json
+
+    threads = threads or os.cpu_count() or 1
+    report = _grade_in_child(course, submission, assignment, threads, list(skip), list(hide))
+    return report, gradescope_json(course, report, lang or course.language)
+
+
 def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang: str,
                force: bool = False, assignment: str | None = None, skip: list[str] = (),
                progress: bool = True, threads: int | None = None) -> list[Outcome]:
@@ -165,7 +188,7 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
     def work(item):
         name, path, folder, stamp = item
         started = time.monotonic()
-        report = _grade_in_process(course, path, folder, assignment, threads, list(skip), hide)
+        report = _grade_in_child(course, path, assignment, threads, list(skip), hide)
         report.submission = name
         results = write_results(course, report, folder, lang, stamp)
         status = "failed" if report.error else "graded"
