@@ -1,30 +1,25 @@
 """Grading one submission (one assignment's notebooks) in this, the trusted process.
 
 `grade_submission` reads each notebook, starts the student's code in a sandbox, runs the course's
-checks against it and returns a report made of plain data. `python -m autograder.grade` does the
-same for one submission and writes the report as JSON; the batch runner starts one such process per
-submission, so that nothing a submission does can reach the others or the runner.
+checks against it and returns a report made of plain data. It runs in a process of its own
+(`python -m autograder`, see __main__.py), one per submission, so that nothing a submission does can
+reach the others or the runner.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import sys
 import time
-import traceback
 from dataclasses import asdict
 from pathlib import Path
 
 from tfcourse import notebook as nbtools
-from tfcourse.course import Course, load_course
+from tfcourse.course import Course
 
 from . import checks  # noqa: F401  (registers the checks)
 from . import rules
 from .framework import REGISTRY, Context, run_test
-from .reference import helper_files, reference
+from .reference import reference
 from .report import Note, NotebookReport, SubmissionReport, TestResult
-from .sandbox.launch import SandboxConfig, set_subreaper
+from .sandbox.launch import Sandbox, SandboxConfig
 from .sandbox.session import OutOfTime, ProcessEnded, StudentSession, TimedOut
 from .submission import load_program
 
@@ -37,26 +32,15 @@ def groups_of_notebook(course: Course, assignment_id: str, notebook_name: str):
     return [group for group in assignment.checks if group.id in ids]
 
 
-def sandbox_config(course: Course, assignment_id: str, threads: int,
-                   hide: list[Path]) -> SandboxConfig:
-    return SandboxConfig(
-        isolation=str(course.sandbox.get("isolation", "auto")),
-        user=str(course.sandbox.get("user", "nobody")),
-        memory_mb=int(course.limit("memory_mb")),
-        output_kb=int(course.limit("output_kb")),
-        threads=threads,
-        hide=[course.root, *hide],
-        files=helper_files(course, assignment_id),
-    )
-
-
 def _zero(group, template: str, params: dict | None = None) -> list[TestResult]:
     return [TestResult(f"{group.id}.{name}", 0.0, points, template, params or {})
             for name, points in group.tests.items()]
 
 
-def grade_notebook(course: Course, assignment_id: str, notebook_name: str, path: Path, *,
-                   threads: int = 1, skip: frozenset = frozenset(), hide=()) -> NotebookReport:
+def grade_notebook(course: Course, assignment_id: str, notebook_name: str, path: Path,
+                   config: SandboxConfig, *, skip: frozenset = frozenset(),
+                   prestarted: Sandbox | None = None) -> NotebookReport:
+    """Grade one notebook; `prestarted` is a sandbox already started with `config`."""
     started = time.monotonic()
     report = NotebookReport(notebook_name)
     assignment = course.assignment(assignment_id)
@@ -65,14 +49,15 @@ def grade_notebook(course: Course, assignment_id: str, notebook_name: str, path:
                            course.limit("notebook_mb"))
     report.notes = program.notes
     if not program.readable:
+        if prestarted is not None:
+            prestarted.close()
         for group in groups:
             report.tests += _zero(group, "not graded: the notebook could not be read")
         return report
 
     deadline = time.monotonic() + course.limit("submission_seconds")
-    config = sandbox_config(course, assignment_id, threads, list(hide))
     session = StudentSession(program.cells, config, course.forbidden_names(),
-                             course.limit("cell_seconds"), deadline)
+                             course.limit("cell_seconds"), deadline, prestarted=prestarted)
     student_sources = [cell.source for cell in program.cells if cell.from_student]
     static = rules.violations(student_sources, course.forbidden_names())
     ref = reference(course, assignment_id)
@@ -146,35 +131,12 @@ def _grade_group(context, session, group, static, skip) -> list[TestResult]:
     return results
 
 
-def find_notebooks(course: Course, submission: Path, assignment_id: str | None):
-    """(assignment id, {notebook name: path}) for a folder or a single notebook."""
-    if submission.is_file():
-        candidates = {submission.name: submission}
-    elif submission.is_dir():
-        candidates = {p.name: p for p in sorted(submission.rglob("*.ipynb"))
-                      if ".ipynb_checkpoints" not in p.parts}
-    else:
-        candidates = {}
-    if assignment_id is None:
-        scores = [(sum(name in candidates for name in a.notebooks), a.id) for a in course.assignments]
-        best = max(scores)
-        if best[0] == 0:
-            return None, candidates
-        assignment_id = best[1]
-    assignment = course.assignment(assignment_id)
-    if submission.is_file() and len(assignment.notebooks) == 1:
-        found = {assignment.notebooks[0]: submission}
-    else:
-        found = {name: candidates.get(name, (submission if submission.is_dir() else
-                                             submission.parent) / name)
-                 for name in assignment.notebooks}
-    return assignment_id, found
-
-
-def grade_submission(course: Course, submission: Path, *, assignment_id: str | None = None,
-                     threads: int = 1, skip=frozenset(), hide=()) -> SubmissionReport:
+def grade_submission(course: Course, submission: Path, assignment_id: str | None,
+                     notebooks: dict[str, Path], config: SandboxConfig | None, *,
+                     skip=frozenset(), prestarted: Sandbox | None = None) -> SubmissionReport:
+    """Grade every notebook of one submission (as found by `find_notebooks`); `prestarted` is a
+    sandbox already started with `config`, for the first notebook."""
     started = time.monotonic()
-    assignment_id, notebooks = find_notebooks(course, submission, assignment_id)
     name = submission.name if submission.is_dir() else submission.stem
     if assignment_id is None:
         expected = ", ".join(n for a in course.assignments for n in a.notebooks)
@@ -185,38 +147,8 @@ def grade_submission(course: Course, submission: Path, *, assignment_id: str | N
         return report
     report = SubmissionReport(assignment_id, name)
     for notebook_name, path in notebooks.items():
-        report.notebooks.append(grade_notebook(course, assignment_id, notebook_name, path,
-                                               threads=threads, skip=frozenset(skip),
-                                               hide=[submission, *hide]))
+        report.notebooks.append(grade_notebook(course, assignment_id, notebook_name, path, config,
+                                               skip=frozenset(skip), prestarted=prestarted))
+        prestarted = None
     report.seconds = round(time.monotonic() - started, 2)
     return report
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Grade one submission (trusted process).")
-    parser.add_argument("submission", type=Path)
-    parser.add_argument("--course", type=Path, required=True)
-    parser.add_argument("--out", type=Path, required=True, help="where to write the JSON report")
-    parser.add_argument("--assignment")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--skip", nargs="*", default=[])
-    parser.add_argument("--hide", nargs="*", default=[], type=Path)
-    options = parser.parse_args(argv)
-    set_subreaper()
-    course = load_course(options.course)
-    try:
-        report = grade_submission(course, options.submission, assignment_id=options.assignment,
-                                  threads=options.threads, skip=frozenset(options.skip),
-                                  hide=options.hide)
-        data = report.to_dict()
-    except Exception:                        # a grader bug: say so, score nothing
-        data = SubmissionReport(options.assignment or "", options.submission.name,
-                                error=traceback.format_exc()).to_dict()
-    temporary = options.out.with_suffix(".tmp")
-    temporary.write_text(json.dumps(data, default=str), encoding="utf-8")
-    os.replace(temporary, options.out)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -10,10 +10,7 @@ cell, so `nbgrader autograde` gives the same points as `tfcourse grade`.
 """
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -27,33 +24,22 @@ from tfcourse.course import load_course
 
 from .report import SubmissionReport
 from .results import say
+from .runner import grade_in_child
 
 COURSE_ROOT = Path(__file__).resolve().parents[1]
 PLACEHOLDER = "# graded by tfcourse's autograder (see this cell's output)"
 
 
-def grade_with_runner(nb, assignment_id: str, notebook_name: str, course_root: Path = COURSE_ROOT,
+def grade_with_runner(nb, assignment_id: str, notebook_name: str,
                       threads: int | None = None) -> SubmissionReport:
-    """Grade an in-memory notebook in a separate trusted grader process."""
-    threads = threads or os.cpu_count() or 1
+    """Grade an in-memory notebook in a separate trusted grader process, as tfcourse grade does."""
+    course = load_course(COURSE_ROOT)
     with tempfile.TemporaryDirectory(prefix="tfnbgrader-") as scratch:
         folder = Path(scratch) / "submission"
         folder.mkdir()
         nbformat.write(nb, str(folder / notebook_name))
-        out = Path(scratch) / "report.json"
-        environment = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [str(course_root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-        done = subprocess.run([sys.executable, "-m", "autograder.grade", str(folder), "--course",
-                               str(course_root), "--assignment", assignment_id, "--out", str(out),
-                               "--threads", str(threads)], cwd=course_root, env=environment,
-                              capture_output=True, text=True)
-        if not out.exists():
-            report = SubmissionReport(assignment_id, notebook_name,
-                                      error=f"grader exited with {done.returncode}: "
-                                            f"{done.stderr[-800:]}")
-        else:
-            report = SubmissionReport.from_dict(json.loads(out.read_text(encoding="utf-8")))
-    return report
+        return grade_in_child(course, folder, assignment_id, threads or os.cpu_count() or 1,
+                              skip=[], hide=[])
 
 
 def verdict_outputs(report: SubmissionReport, group, lang: str) -> list:

@@ -113,13 +113,13 @@ def _previous_fingerprint(folder: Path) -> str | None:
         return None
 
 
-def _grade_in_child(course: Course, submission: Path, assignment: str | None, threads: int,
+def grade_in_child(course: Course, submission: Path, assignment: str | None, threads: int,
                       skip: list[str], hide: list[Path]) -> SubmissionReport:
     """Run the trusted grader in a child process; whatever it does, come back with a report."""
     limit = course.limit("submission_seconds") * 3 + 120
     with tempfile.TemporaryDirectory(prefix="tfreport-") as scratch:
         out = Path(scratch) / "report.json"
-        command = [sys.executable, "-m", "autograder.grade", str(submission),
+        command = [sys.executable, "-m", "autograder", str(submission),
                    "--course", str(course.root), "--out", str(out), "--threads", str(threads)]
         if assignment:
             command += ["--assignment", assignment]
@@ -159,7 +159,7 @@ def grade_one(course: Course, submission: Path, *, assignment: str | None = None
     from .results import gradescope_json
 
     threads = threads or os.cpu_count() or 1
-    report = _grade_in_child(course, submission, assignment, threads, list(skip), list(hide))
+    report = grade_in_child(course, submission, assignment, threads, list(skip), list(hide))
     return report, gradescope_json(course, report, lang or course.language)
 
 
@@ -188,7 +188,7 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
     def work(item):
         name, path, folder, stamp = item
         started = time.monotonic()
-        report = _grade_in_child(course, path, assignment, threads, list(skip), hide)
+        report = grade_in_child(course, path, assignment, threads, list(skip), hide)
         report.submission = name
         results = write_results(course, report, folder, lang, stamp)
         status = "failed" if report.error else "graded"

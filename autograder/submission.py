@@ -12,11 +12,18 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import nbformat
-
 from tfcourse import notebook
+from tfcourse.course import Course
+
 from .report import Note
-from .sandbox.session import Cell
+
+
+@dataclass
+class Cell:
+    """One piece of code to run in the student's process."""
+    label: str          # what a student recognises: a grade id, or "cell 7"
+    source: str
+    from_student: bool = True
 
 
 @dataclass
@@ -95,6 +102,7 @@ def read_notebook(path: Path, size_limit_mb: float) -> tuple[dict | None, list[N
                                    "error")]
     major = raw.get("nbformat")
     if major != 4:
+        import nbformat                       # only old notebooks need it (it is slow to import)
         try:
             raw = nbformat.convert(nbformat.from_dict(raw), 4)
             notes.append(Note("the notebook {name} was saved in the old format version {version}; "
@@ -201,3 +209,28 @@ def load_program(source_path: Path, submitted_path: Path, size_limit_mb: float) 
     program = build_program(source_nb, raw)
     program.notes[:0] = notes
     return program
+
+
+def find_notebooks(course: Course, submission: Path, assignment_id: str | None):
+    """(assignment id, {notebook name: path}) for a folder or a single notebook."""
+    if submission.is_file():
+        candidates = {submission.name: submission}
+    elif submission.is_dir():
+        candidates = {p.name: p for p in sorted(submission.rglob("*.ipynb"))
+                      if ".ipynb_checkpoints" not in p.parts}
+    else:
+        candidates = {}
+    if assignment_id is None:
+        scores = [(sum(name in candidates for name in a.notebooks), a.id) for a in course.assignments]
+        best = max(scores)
+        if best[0] == 0:
+            return None, candidates
+        assignment_id = best[1]
+    assignment = course.assignment(assignment_id)
+    if submission.is_file() and len(assignment.notebooks) == 1:
+        found = {assignment.notebooks[0]: submission}
+    else:
+        found = {name: candidates.get(name, (submission if submission.is_dir() else
+                                             submission.parent) / name)
+                 for name in assignment.notebooks}
+    return assignment_id, found

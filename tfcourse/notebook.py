@@ -13,17 +13,43 @@ hidden part of a test cell between `### BEGIN HIDDEN TESTS` and `### END HIDDEN 
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
-
-import nbformat
 
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
 _MARKER_LINE = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
 
 
-def read(path: str | Path) -> nbformat.NotebookNode:
-    return nbformat.read(str(path), as_version=4)
+class Node(dict):
+    """Nested dicts with attribute access, as nbformat's NotebookNode (without importing nbformat,
+    whose JSON-schema dependencies take seconds to load in every grader process)."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name, value):
+        self[name] = value
+
+
+def _node(value):
+    if isinstance(value, dict):
+        return Node((key, _node(item)) for key, item in value.items())
+    if isinstance(value, list):
+        return [_node(item) for item in value]
+    return value
+
+
+def read(path: str | Path) -> Node:
+    """A course notebook (nbformat 4, as the course writes them), cell sources as strings."""
+    nb = _node(json.loads(Path(path).read_text(encoding="utf-8")))
+    for cell in nb.cells:
+        if isinstance(cell.get("source"), list):
+            cell.source = "".join(cell.source)
+    return nb
 
 
 def text(cell) -> str:

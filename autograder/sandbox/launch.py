@@ -45,6 +45,16 @@ class SandboxConfig:
     hide: list[Path] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)    # name in the work folder -> text
 
+    @classmethod
+    def from_course(cls, course, files: dict[str, str], threads: int,
+                    hide: list[Path]) -> "SandboxConfig":
+        """The sandbox course.yaml asks for, with the course folder and `hide` out of sight."""
+        return cls(isolation=str(course.sandbox.get("isolation", "auto")),
+                   user=str(course.sandbox.get("user", "nobody")),
+                   memory_mb=int(course.limit("memory_mb")),
+                   output_kb=int(course.limit("output_kb")),
+                   threads=threads, hide=[course.root, *hide], files=files)
+
 
 @functools.lru_cache(maxsize=None)
 def bwrap_works() -> bool:
@@ -261,6 +271,7 @@ class Sandbox:
             preexec_fn=self._limits)
         os.close(to_child_r)
         os.close(from_child_w)
+        self.fd_in, self.fd_out = to_child_w, from_child_r
         self._stop.clear()
         threading.Thread(target=self._drain, daemon=True).start()
         threading.Thread(target=self._watch, daemon=True).start()

@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from . import channel
 from .launch import Sandbox, SandboxConfig
 
-
-@dataclass
-class Cell:
-    label: str          # what a student recognises: a grade id, or "cell 7"
-    source: str
-    from_student: bool = True
+if TYPE_CHECKING:
+    from ..submission import Cell
 
 
 @dataclass
@@ -71,6 +68,7 @@ class StudentSession:
     outcomes: list[CellOutcome] = field(default_factory=list)
     tripped: set[str] = field(default_factory=set)
     restarts: int = 0
+    prestarted: Sandbox | None = None    # a sandbox already started for this session
     warning: str | None = None
     peak_rss_kb: int = 0
     output_tail: str = ""
@@ -95,9 +93,13 @@ class StudentSession:
 
     def _spawn(self) -> None:
         self.close()
-        self._sandbox = Sandbox(self.config)
+        if self.prestarted is not None:
+            self._sandbox, self.prestarted = self.prestarted, None
+            self._fd_in, self._fd_out = self._sandbox.fd_in, self._sandbox.fd_out
+        else:
+            self._sandbox = Sandbox(self.config)
+            self._fd_in, self._fd_out = self._sandbox.start()
         self.warning = self._sandbox.warning
-        self._fd_in, self._fd_out = self._sandbox.start()
         try:
             self._request("init", self._timeout(60), threads=self.config.threads,
                           forbidden=self.forbidden)
