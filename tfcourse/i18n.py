@@ -34,9 +34,11 @@ def translate(template: str, lang: str, folders: tuple[Path, ...] = (LOCALE,)) -
 
 def render(template: str, params: dict | None, lang: str,
            folders: tuple[Path, ...] = (LOCALE,)) -> str:
-    """The template in `lang`, with its {placeholders} filled in."""
-    text = translate(template, lang, folders)
+    """The template in `lang`, with its {placeholders} filled in; values that are phrases of the
+    catalog ("the output", say) are translated too."""
+    values = {key: translate(value, lang, folders) if isinstance(value, str) else value
+              for key, value in (params or {}).items()}
     try:
-        return text.format(**(params or {}))
+        return translate(template, lang, folders).format(**values)
     except (KeyError, IndexError, ValueError):
         return template.format(**(params or {}))
