@@ -12,11 +12,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
+from nbconvert.preprocessors import (  # noqa: E402
+    ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor)
 from nbgrader.preprocessors import (  # noqa: E402
     AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearMarkScheme, ClearOutput,
-    ClearSolutions, ComputeChecksums, IgnorePattern, IncludeHeaderFooter, InstantiateTests,
-    LimitOutput, LockCells, SaveAutoGrades, SaveCells)
+    ClearSolutions, ComputeChecksums, GetGrades, IgnorePattern, IncludeHeaderFooter,
+    InstantiateTests, LimitOutput, LockCells, SaveAutoGrades, SaveCells)
 
 from autograder.nbgrader import TrustedExecute  # noqa: E402
 from tfcourse.build.language import SelectLanguage  # noqa: E402
@@ -40,5 +41,8 @@ c.GenerateSolution.preprocessors = [
 c.Autograde.autograde_preprocessors = [
     TrustedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
     AssignLatePenalties, CheckCellMetadata]
+# nbgrader's feedback shows the autograded notebook, whose test cells hold the hidden tests again
+# (autograde restores them from the gradebook): clear them before the page is written.
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
 # The training demo takes up to a minute; give cells room.
 c.TrustedExecute.timeout = 600

@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from tfcourse.course import Course
+from tfcourse.course import Course, CourseError
 from tfcourse.i18n import LOCALE, render
 
 from .report import SubmissionReport
@@ -23,14 +23,17 @@ def say(template: str, params: dict | None, lang: str) -> str:
     return render(template, params, lang, FOLDERS)
 
 
+def _stubs(course: Course, assignment_id: str, group_id: str) -> str:
+    """What a check group tests, in the student's words: the names of the stubs it covers."""
+    try:
+        return ", ".join(course.assignment(assignment_id).group(group_id).stubs)
+    except (KeyError, CourseError):
+        return group_id
+
+
 def _title(course: Course, assignment_id: str, test_id: str, lang: str) -> str:
     group_id, _, name = test_id.partition(".")
-    try:
-        group = course.assignment(assignment_id).group(group_id)
-        stubs = ", ".join(group.stubs)
-    except (KeyError, Exception):
-        stubs = group_id
-    return f"{stubs}: {say(name, None, lang)}"
+    return f"{_stubs(course, assignment_id, group_id)}: {say(name, None, lang)}"
 
 
 def _notes(report: SubmissionReport, lang: str) -> list[str]:
@@ -95,64 +98,118 @@ def gradescope_json(course: Course, report: SubmissionReport, lang: str) -> dict
     return data
 
 
+def _parts(course: Course, results: dict, lang: str) -> list[tuple[str, float, float, list]]:
+    """The checks under the part of the notebook they test: (stubs, points, max points, rows),
+    each row (passed, check name, points, max points, message), in the course's order."""
+    groups: dict[str, list] = {}
+    for test in results["tests"]:
+        groups.setdefault(test["number"].partition(".")[0], []).append(test)
+    parts = []
+    for group_id, tests in groups.items():
+        rows = [(t["status"] == "passed", say(t["number"].partition(".")[2], None, lang),
+                 t["score"], t["max_score"], t["output"]) for t in tests]
+        parts.append((_stubs(course, results["extra_data"]["assignment"], group_id),
+                      sum(t["score"] for t in tests), sum(t["max_score"] for t in tests), rows))
+    return parts
+
+
+def _summary(results: dict, lang: str) -> str:
+    passed = sum(t["status"] == "passed" for t in results["tests"])
+    return say("{passed} of {total} checks passed", {"passed": passed,
+                                                     "total": len(results["tests"])}, lang)
+
+
+ABOUT_CHECKS = ("The hidden checks ran your code on inputs you have not seen. Each message says what "
+                "they found; the checks themselves stay with your instructor.")
+
+
 def feedback_markdown(course: Course, results: dict, lang: str) -> str:
-    title = say("Feedback", None, lang)
-    lines = [f"# {title}: {results['extra_data']['submission']}", ""]
+    """The student's feedback as Markdown: score, notes, and a table of checks per part."""
+    def cell(text: str) -> str:         # a table cell: one line, no column breaks, no raw HTML
+        return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
+
+    lines = [f"# {say('Feedback', None, lang)}: {results['extra_data']['submission']}", ""]
     assignment = results["extra_data"]["assignment"]
     if assignment:
-        lines.append(f"**{course.assignment(assignment).title(lang)}** ({assignment})")
-        lines.append("")
-    lines.append(f"**{say('Score', None, lang)}: {results['score']:g} / "
-                 f"{results['max_score']:g}**")
+        lines += [f"**{course.assignment(assignment).title(lang)}** ({assignment})", ""]
+    lines.append(f"**{say('Score', None, lang)}: {results['score']:g} / {results['max_score']:g}**"
+                 + (f" · {_summary(results, lang)}" if results["tests"] else ""))
     lines.append("")
     if results["output"]:
         lines.append(f"## {say('About your notebook', None, lang)}")
-        lines += [f"- {line}" for line in results["output"].splitlines()]
+        lines += [f"- {html.escape(line, quote=False)}" for line in results["output"].splitlines()]
+        lines.append("")
+    for stubs, score, most, rows in _parts(course, results, lang):
+        lines += [f"## {stubs}: {score:g} / {most:g}", "",
+                  f"| | {say('Check', None, lang)} | {say('Points', None, lang)} | "
+                  f"{say('Message', None, lang)} |", "|---|---|---|---|"]
+        lines += [f"| {'✓' if passed else '✗'} | {cell(name)} | {points:g} / {top:g} | "
+                  f"{cell(message)} |" for passed, name, points, top, message in rows]
         lines.append("")
     if results["tests"]:
-        lines.append(f"## {say('Checks', None, lang)}")
-        lines.append("")
-        lines.append(f"| | {say('Check', None, lang)} | {say('Points', None, lang)} | "
-                     f"{say('Message', None, lang)} |")
-        lines.append("|---|---|---|---|")
-        for test in results["tests"]:
-            mark = "✓" if test["status"] == "passed" else "✗"
-            message = test["output"].replace("|", "\\|").replace("\n", " ")
-            lines.append(f"| {mark} | {test['name']} | {test['score']:g} / {test['max_score']:g} "
-                         f"| {message} |")
-    return "\n".join(lines) + "\n"
+        lines.append(say(ABOUT_CHECKS, None, lang))
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem;
+       color: #222; line-height: 1.4; }
+h2 { font-size: 1.15rem; margin-top: 1.8rem; }
+h2 code { font-size: 1rem; }
+h2 .points { font-weight: normal; color: #555; }
+table { border-collapse: collapse; width: 100%; table-layout: fixed; }
+td, th { border-bottom: 1px solid #ddd; padding: .4rem .5rem; text-align: left; vertical-align: top; }
+th { color: #555; font-weight: 600; }
+th.mark { width: 1.5rem; } th.name { width: 9rem; } th.points { width: 5rem; }
+td.mark { font-weight: bold; } td.points { white-space: nowrap; } td { overflow-wrap: anywhere; }
+tr.passed td.mark { color: #1a7f37; } tr.failed td.mark { color: #c62828; }
+tr.failed td.message { color: #7a1a1a; }
+.score { font-size: 1.4rem; margin-bottom: .2rem; }
+progress { width: 100%; height: .8rem; }
+.notes { background: #fff8e1; border-left: 4px solid #f0b400; padding: .1rem 1rem; }
+.notes h2 { margin-top: .8rem; }
+.about { color: #555; margin-top: 2rem; }
+"""
 
 
 def feedback_html(course: Course, results: dict, lang: str) -> str:
+    """The same feedback as a page of its own (plain HTML and CSS, nothing to load)."""
     esc = html.escape
     assignment = results["extra_data"]["assignment"]
-    heading = esc(course.assignment(assignment).title(lang)) if assignment else ""
-    rows = "\n".join(
-        f"<tr class=\"{t['status']}\"><td>{'✓' if t['status'] == 'passed' else '✗'}</td>"
-        f"<td>{esc(t['name'])}</td><td>{t['score']:g} / {t['max_score']:g}</td>"
-        f"<td>{esc(t['output'])}</td></tr>" for t in results["tests"])
+    title = f"{esc(say('Feedback', None, lang))}: {esc(results['extra_data']['submission'])}"
+    heading = (f"<p>{esc(course.assignment(assignment).title(lang))} ({esc(assignment)})</p>"
+               if assignment else "")
+    score = f"{results['score']:g} / {results['max_score']:g}"
+    summary = f" · {esc(_summary(results, lang))}" if results["tests"] else ""
     notes = "".join(f"<li>{esc(line)}</li>" for line in results["output"].splitlines())
-    notes_block = (f"<h2>{esc(say('About your notebook', None, lang))}</h2><ul>{notes}</ul>"
-                   if notes else "")
+    blocks = []
+    if notes:
+        blocks.append(f'<div class="notes"><h2>{esc(say("About your notebook", None, lang))}'
+                      f"</h2><ul>{notes}</ul></div>")
+    header = (f'<tr><th class="mark"></th><th class="name">{esc(say("Check", None, lang))}</th>'
+              f'<th class="points">{esc(say("Points", None, lang))}</th>'
+              f'<th>{esc(say("Message", None, lang))}</th></tr>')
+    for stubs, got, most, rows in _parts(course, results, lang):
+        body = "\n".join(
+            f'<tr class="{"passed" if passed else "failed"}"><td class="mark">'
+            f'{"✓" if passed else "✗"}</td><td>{esc(name)}</td>'
+            f'<td class="points">{points:g} / {top:g}</td><td class="message">{esc(message)}</td>'
+            f"</tr>" for passed, name, points, top, message in rows)
+        blocks.append(f'<h2><code>{esc(stubs)}</code> <span class="points">{got:g} / {most:g}'
+                      f"</span></h2>\n<table>\n{header}\n{body}\n</table>")
+    if results["tests"]:
+        blocks.append(f'<p class="about">{esc(say(ABOUT_CHECKS, None, lang))}</p>')
+    body = "\n".join(blocks)
     return f"""<!DOCTYPE html>
-<html lang="{lang}"><head><meta charset="utf-8">
-<title>{esc(say('Feedback', None, lang))}: {esc(results['extra_data']['submission'])}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; }}
-table {{ border-collapse: collapse; width: 100%; }}
-td, th {{ border-bottom: 1px solid #ddd; padding: .4rem; text-align: left; vertical-align: top; }}
-tr.passed td:first-child {{ color: #2a7; }} tr.failed td:first-child {{ color: #c33; }}
-.score {{ font-size: 1.4rem; }}
-</style></head><body>
-<h1>{esc(say('Feedback', None, lang))}: {esc(results['extra_data']['submission'])}</h1>
-<p>{heading}</p>
-<p class="score">{esc(say('Score', None, lang))}: <b>{results['score']:g} / {results['max_score']:g}</b></p>
-{notes_block}
-<h2>{esc(say('Checks', None, lang))}</h2>
-<table><tr><th></th><th>{esc(say('Check', None, lang))}</th><th>{esc(say('Points', None, lang))}</th>
-<th>{esc(say('Message', None, lang))}</th></tr>
-{rows}
-</table></body></html>
+<html lang="{esc(lang)}"><head><meta charset="utf-8">
+<title>{title}</title>
+<style>{STYLE}</style></head><body>
+<h1>{title}</h1>
+{heading}
+<p class="score">{esc(say('Score', None, lang))}: <b>{score}</b>{summary}</p>
+<progress value="{results['score']:g}" max="{results['max_score'] or 1:g}">{score}</progress>
+{body}
+</body></html>
 """
 
 

@@ -1,8 +1,8 @@
 """Visible checks: quick tests a student runs in the notebook, with messages in plain words.
 
 Each check prints a line per property that holds and stops at the first one that does not, with an
-AssertionError that says what is wrong and, where it helps, where to look. Passing them is a good
-sign, not a grade: the hidden graders test more inputs, sizes and invariances.
+AssertionError (CheckFailed) that says what is wrong and, where it helps, where to look. Passing
+them is a good sign, not a grade: the hidden graders test more inputs, sizes and invariances.
 """
 from __future__ import annotations
 
@@ -37,8 +37,16 @@ def _fail(template: str, **params):
     raise _Problem(_say(template, **params))
 
 
+class CheckFailed(AssertionError):
+    """A visible check that failed. Jupyter shows only its message, in red: the traceback would
+    point into this file, which is not where the problem is."""
+
+    def _render_traceback_(self):          # IPython's hook for an exception's own display
+        return [f"\x1b[1;31m✗ {self}\x1b[0m"]
+
+
 def _checked(function):
-    """Turn a problem into one AssertionError with just the message (no chained traceback)."""
+    """Turn a problem into one CheckFailed with just the message (no chained traceback)."""
     def run(*args, **kwargs):
         message = None
         try:
@@ -46,7 +54,7 @@ def _checked(function):
         except _Problem as problem:
             message = str(problem)
         if message is not None:
-            raise AssertionError(message)
+            raise CheckFailed(message)
     run.__name__, run.__doc__ = function.__name__, function.__doc__
     return run
 
