@@ -176,9 +176,11 @@ class Context:
         self._handles += 1
         return f"h{self._handles}"
 
-    def new(self, cls: str, *args, seed: int = 0, **kwargs) -> Handle:
+    def new(self, cls: str, *args, seed: int = 0, swap_globals: dict | None = None,
+            **kwargs) -> Handle:
         name = self._name()
-        info = self.request("new", handle=name, cls=cls, args=list(args), kwargs=kwargs, seed=seed)
+        info = self.request("new", handle=name, cls=cls, args=list(args), kwargs=kwargs, seed=seed,
+                            swap_globals=swap_globals)
         return Handle(self, name, info)
 
     def probe(self, kind: str, **options) -> tuple[Handle, torch.nn.Module]:

@@ -7,9 +7,9 @@ what is graded, and a bug in FeedForward costs FeedForward's points only.
 import math
 
 import torch
-import torch.nn.functional as F
 
-from ..framework import Fail, as_tensor, check, close, expect_shape
+from ..framework import Fail, as_tensor, check, close, expect_shape, swapped
+from ..sandbox import standins
 
 A = "02-layers"
 D, H, FF = 12, 3, 20
@@ -54,9 +54,17 @@ def positions_values(ctx):
 
 
 # -- feed-forward ----------------------------------------------------------------------------------
-def _names_and_shapes(ctx, handle, reference, what):
-    expected = {name: list(p.shape) for name, p in reference.named_parameters()}
-    got = handle.parameters
+def _outside(names, skipped):
+    """The names that do not lie under one of the `skipped` submodule paths."""
+    return {name: value for name, value in names.items()
+            if not any(name == path or name.startswith(path + ".") for path in skipped)}
+
+
+def _names_and_shapes(ctx, handle, reference, what, skipped=()):
+    """The parameters' names and shapes match the reference's, outside the `skipped` submodules
+    (the parts graded on their own, which a layer only has to contain)."""
+    expected = _outside({name: list(p.shape) for name, p in reference.named_parameters()}, skipped)
+    got = _outside(handle.parameters, skipped)
     if got != expected:
         missing = sorted(set(expected) - set(got))
         unexpected = sorted(set(got) - set(expected))
@@ -67,15 +75,21 @@ def _names_and_shapes(ctx, handle, reference, what):
                    wrong=wrong or "none")
 
 
-def _loaded(ctx, cls, *args, seed=0, **kwargs):
-    """The student's module and the reference's, with the reference's weights in both."""
-    reference = ctx.reference_module(cls, *args, seed=seed, **kwargs)
-    student = ctx.new(cls, *args, seed=seed, **kwargs)
-    missing, unexpected = student.load(reference.state_dict())
+def _load(student, reference, cls, skipped=()):
+    """The reference's weights into the student's module, outside the `skipped` submodules."""
+    missing, unexpected = student.load(_outside(reference.state_dict(), skipped))
+    missing = list(_outside(dict.fromkeys(missing), skipped))
     if missing or unexpected:
         raise Fail("cannot load the reference's weights into {cls} by name (missing: {missing}; "
                    "unexpected: {unexpected})", cls=cls, missing=missing or "none",
                    unexpected=unexpected or "none")
+
+
+def _loaded(ctx, cls, *args, seed=0, **kwargs):
+    """The student's module and the reference's, with the reference's weights in both."""
+    reference = ctx.reference_module(cls, *args, seed=seed, **kwargs)
+    student = ctx.new(cls, *args, seed=seed, **kwargs)
+    _load(student, reference, cls)
     return reference, student
 
 
@@ -100,9 +114,15 @@ def ffn_values(ctx):
 
 
 # -- encoder and decoder layers ------------------------------------------------------------------
+# A layer is built with a stand-in in place of the student's FeedForward class, and checked with
+# stand-ins in place of its sublayers, so that a bug in FeedForward costs FeedForward's points only.
+STAND_IN_FFN = {"FeedForward": "FeedForwardFactory"}
+
+
 def _with_probes(ctx, cls, paths, seed, dropout=0.3):
     """Student and reference layers with reference weights, their sublayers replaced by stand-ins."""
-    reference, student = _loaded(ctx, cls, D, H, FF, dropout, seed=seed)
+    reference = ctx.reference_module(cls, D, H, FF, dropout, seed=seed)
+    student = ctx.new(cls, D, H, FF, dropout, seed=seed, swap_globals=STAND_IN_FFN)
     probes = {}
     for offset, path in enumerate(paths):
         kind = "feed_forward" if path == "ffn" else "attention"
@@ -110,7 +130,23 @@ def _with_probes(ctx, cls, paths, seed, dropout=0.3):
         student.swap(path, handle)
         setattr(reference, path, twin)
         probes[path] = handle
+    _load(student, reference, cls, skipped=paths)
     return reference, student, probes
+
+
+def _layer_params(ctx, cls, count, own):
+    """The layer's parameters, leaving its FeedForward aside (FeedForward is graded on its own)."""
+    handle = ctx.new(cls, 32, 4, 128, 0.1, swap_globals=STAND_IN_FFN)
+    if not any(name == "ffn" for name, _, _ in handle.info.get("children", [])):
+        raise Fail("{cls} has no submodule named ffn: keep its FeedForward(d_model, d_ff) in "
+                   "self.ffn", cls=cls)
+    reference = ctx.reference_module(cls, 32, 4, 128, 0.1)
+    got = sum(math.prod(shape) for shape in _outside(handle.parameters, ["ffn"]).values())
+    if got != own:
+        raise Fail("{cls}(32, 4, 128) should have {count:,} parameters: {own:,} of its own (the "
+                   "attention and the LayerNorms) and its FeedForward's; it has {n:,} of its own",
+                   cls=cls, count=count, own=own, n=got)
+    _names_and_shapes(ctx, handle, reference, cls, skipped=["ffn"])
 
 
 def _encoder_variants(reference, x, mask):
@@ -135,14 +171,22 @@ def _match_hint(got, variants, ctx):
     return ""
 
 
+def _same_mask(given, mask: torch.Tensor, weights_shape) -> bool:
+    """Whether `given` blocks what `mask` blocks in attention weights of `weights_shape` [B, h, Tq,
+    Tk]: a mask passed on as it was, or reshaped or expanded to the same effect."""
+    if not isinstance(given, torch.Tensor):
+        return False
+    try:        # (torch.broadcast_shapes would be simpler, but its first call takes seconds)
+        given, mask, _ = torch.broadcast_tensors(given.bool(), mask.bool(),
+                                                 torch.empty(weights_shape, dtype=torch.bool))
+    except RuntimeError:
+        return False
+    return given.dim() == len(weights_shape) and torch.equal(given, mask)
+
+
 @check(A, "encoder.params")
 def encoder_params(ctx):
-    handle = ctx.new("EncoderLayer", 32, 4, 128, 0.1)
-    if handle.count() != 12704:
-        raise Fail("EncoderLayer(32, 4, 128) should have 12,704 parameters, not {n}",
-                   n=handle.count())
-    _names_and_shapes(ctx, handle, ctx.reference_module("EncoderLayer", 32, 4, 128, 0.1),
-                      "EncoderLayer")
+    _layer_params(ctx, "EncoderLayer", 12704, 12704 - 8352)
 
 
 @check(A, "encoder.values")
@@ -171,16 +215,15 @@ def encoder_mask(ctx):
     given = calls[-1].get("mask")
     if given is None:
         raise Fail("the layer ignores its mask: self_attn was called without it")
-    if not isinstance(given, torch.Tensor) or given.shape != mask.shape or not torch.equal(
-            given.bool(), mask):
+    if not _same_mask(given, mask, (2, 1, 6, 6)):
         raise Fail("self_attn did not receive the layer's mask as it was given")
     with torch.no_grad():
         expected = reference(x, mask)
     ctx.expect_close(got, expected, "EncoderLayer with a padding mask")
 
 
-def _dropout_check(ctx, cls, args, extra=()):
-    reference, student = _loaded(ctx, cls, D, H, FF, 0.5, seed=51)
+def _dropout_check(ctx, cls, paths, args, extra=()):
+    reference, student, _ = _with_probes(ctx, cls, paths, seed=51, dropout=0.5)
     with torch.no_grad():
         expected = reference(*args, *extra)
     first = as_tensor(student.run(*args, *extra, seed=1), "the output")
@@ -199,17 +242,12 @@ def _dropout_check(ctx, cls, args, extra=()):
 @check(A, "encoder.dropout")
 def encoder_dropout(ctx):
     ctx.seed(45)
-    _dropout_check(ctx, "EncoderLayer", (ctx.randn(2, 5, D),))
+    _dropout_check(ctx, "EncoderLayer", ("self_attn", "ffn"), (ctx.randn(2, 5, D),))
 
 
 @check(A, "decoder.params")
 def decoder_params(ctx):
-    handle = ctx.new("DecoderLayer", 32, 4, 128, 0.1)
-    if handle.count() != 16992:
-        raise Fail("DecoderLayer(32, 4, 128) should have 16,992 parameters, not {n}",
-                   n=handle.count())
-    _names_and_shapes(ctx, handle, ctx.reference_module("DecoderLayer", 32, 4, 128, 0.1),
-                      "DecoderLayer")
+    _layer_params(ctx, "DecoderLayer", 16992, 16992 - 8352)
 
 
 def _decoder_inputs(ctx):
@@ -264,8 +302,8 @@ def decoder_masks(ctx):
                 given.bool(), other):
             raise Fail("{path} received the wrong mask: self_mask goes to self-attention and "
                        "memory_mask to cross-attention", path=path)
-        if not isinstance(given, torch.Tensor) or given.shape != mask.shape or not torch.equal(
-                given.bool(), mask):
+        keys = memory.shape[1] if path == "cross_attn" else y.shape[1]
+        if not _same_mask(given, mask, (2, 1, y.shape[1], keys)):
             raise Fail("{path} did not receive {name} as it was given", path=path, name=name)
 
 
@@ -286,16 +324,20 @@ def decoder_memory(ctx):
                    isinstance(keys, torch.Tensor) and keys.shape[1] == y.shape[1] else
                    "something else")
     own = probes["self_attn"].calls()
-    if not own or not isinstance(own[-1].get("x_kv"), torch.Tensor) or \
-            own[-1]["x_kv"].shape != y.shape or not torch.equal(own[-1]["x_kv"], y):
-        raise Fail("self-attention must attend over the decoder's own input y")
+    if not own:
+        raise Fail("the layer never called self_attn")
+    queries, keys = own[-1].get("x_q"), own[-1].get("x_kv")
+    if not isinstance(keys, torch.Tensor) or not isinstance(queries, torch.Tensor) or \
+            keys.shape != queries.shape or not torch.equal(keys, queries):
+        raise Fail("self-attention must take its keys and values from the decoder's own input, "
+                   "the same tensor as its queries")
 
 
 @check(A, "decoder.dropout")
 def decoder_dropout(ctx):
     ctx.seed(67)
     y, memory, self_mask, memory_mask = _decoder_inputs(ctx)
-    _dropout_check(ctx, "DecoderLayer", (y, memory), (self_mask, memory_mask))
+    _dropout_check(ctx, "DecoderLayer", PATHS, (y, memory), (self_mask, memory_mask))
 
 
 # -- the classifier ------------------------------------------------------------------------------
@@ -303,13 +345,37 @@ CLASSIFIER = dict(vocab_size=13, num_classes=3, d_model=D, num_heads=H, num_laye
                   dropout=0.2, pad_id=0)
 
 
+# The classifier is built with stand-ins in place of the student's EncoderLayer class and of
+# positional_encoding, and run with the stand-in positions, so that a bug in either costs its own
+# points only. A classifier that makes its positions another way is compared with the real table.
+POSITIONS = {"positional_encoding": "PositionalTable"}
+STAND_INS = {**POSITIONS, "EncoderLayer": "EncoderLayerFactory"}
+
+
 def _classifier_with_probes(ctx, seed):
-    reference, student = _loaded(ctx, "EncoderClassifier", seed=seed, **CLASSIFIER)
-    for index in range(2):
+    """`run(tokens)` -> (the student's output, the reference's): the student's classifier with
+    its encoder layers replaced by stand-ins and the reference's other weights loaded, and the
+    reference around the same stand-ins."""
+    student = ctx.new("EncoderClassifier", seed=seed, swap_globals=STAND_INS, **CLASSIFIER)
+    positions_at_init = bool(ctx.global_calls("positional_encoding"))
+    with swapped(ctx.ref, "positional_encoding", standins.PositionalTable()):
+        with_table = ctx.reference_module("EncoderClassifier", seed=seed, **CLASSIFIER)
+    references = {True: with_table,
+                  False: ctx.reference_module("EncoderClassifier", seed=seed, **CLASSIFIER)}
+    paths = [f"layers.{index}" for index in range(CLASSIFIER["num_layers"])]
+    for index, path in enumerate(paths):
         handle, twin = ctx.probe("encoder_layer", d_model=D, seed=200 + index)
-        student.swap(f"layers.{index}", handle)
-        reference.layers[index] = twin
-    return reference, student
+        student.swap(path, handle)
+        for reference in references.values():
+            reference.layers[index] = twin
+    _load(student, with_table, "EncoderClassifier", skipped=["layers"])
+
+    def run(tokens):
+        got = as_tensor(student.run(tokens, swap_globals=POSITIONS), "the output")
+        used = positions_at_init or bool(ctx.global_calls("positional_encoding"))
+        with torch.no_grad():
+            return got, references[used](tokens)
+    return run
 
 
 def _tokens(ctx):
@@ -321,10 +387,16 @@ def _tokens(ctx):
 
 @check(A, "classifier.structure")
 def classifier_structure(ctx):
-    handle = ctx.new("EncoderClassifier", **CLASSIFIER)
+    handle = ctx.new("EncoderClassifier", swap_globals=STAND_INS, **CLASSIFIER)
     _names_and_shapes(ctx, handle, ctx.reference_module("EncoderClassifier", **CLASSIFIER),
-                      "EncoderClassifier")
-    if handle.info.get("shared"):
+                      "EncoderClassifier", skipped=["layers"])
+    children = {name: identity for name, _, identity in handle.info.get("children", [])}
+    count = CLASSIFIER["num_layers"]
+    layers = [children.get(f"layers.{index}") for index in range(count)]
+    if None in layers or f"layers.{count}" in children:
+        raise Fail("EncoderClassifier(num_layers=2) should hold 2 encoder layers registered as "
+                   "submodules: keep them in an nn.ModuleList named layers")
+    if len(set(layers)) < count:
         raise Fail("the encoder layers share parameters: build a new layer for each position in "
                    "the stack")
 
@@ -332,8 +404,9 @@ def classifier_structure(ctx):
 @check(A, "classifier.logprobs")
 def classifier_logprobs(ctx):
     ctx.seed(71)
-    student = ctx.new("EncoderClassifier", seed=72, **CLASSIFIER)
-    out = expect_shape(student.run(_tokens(ctx)), (3, 3), "the output for tokens [3, 7], 3 classes")
+    run = _classifier_with_probes(ctx, seed=72)
+    out, _ = run(_tokens(ctx))
+    out = expect_shape(out, (3, 3), "the output for tokens [3, 7], 3 classes")
     total = out.double().exp().sum(-1)
     if not torch.allclose(total, torch.ones_like(total), atol=1e-4):
         raise Fail("the output should be log-probabilities (log_softmax over the classes): "
@@ -344,11 +417,11 @@ def classifier_logprobs(ctx):
 @check(A, "classifier.padding")
 def classifier_padding(ctx):
     ctx.seed(73)
-    _, student = _classifier_with_probes(ctx, seed=74)
+    run = _classifier_with_probes(ctx, seed=74)
     tokens = _tokens(ctx)
     longer = torch.cat([tokens, torch.zeros(3, 3, dtype=tokens.dtype)], dim=1)
-    short = as_tensor(student.run(tokens), "the output")
-    long = as_tensor(student.run(longer), "the output")
+    short, _ = run(tokens)
+    long, _ = run(longer)
     if not close(short, long, ctx.atol, ctx.rtol):
         raise Fail("adding padding changed the prediction: pads must be masked as keys (pass "
                    "padding_mask to every layer) and left out of the mean")
@@ -357,11 +430,8 @@ def classifier_padding(ctx):
 @check(A, "classifier.values")
 def classifier_values(ctx):
     ctx.seed(75)
-    reference, student = _classifier_with_probes(ctx, seed=76)
-    tokens = _tokens(ctx)
-    got = student.run(tokens)
-    with torch.no_grad():
-        expected = reference(tokens)
+    run = _classifier_with_probes(ctx, seed=76)
+    got, expected = run(_tokens(ctx))
     ctx.expect_close(got, expected, "EncoderClassifier on tokens [3, 7] with padding (eval mode)",
                      hint="embed as embedding * sqrt(d_model) + positions, then the layers with "
                           "the padding mask, the mean over real tokens, the head, log_softmax")

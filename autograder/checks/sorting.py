@@ -8,6 +8,7 @@ Transformer with the student's schedule and teacher forcing, and the student's g
 scored on sequences drawn after training from a seed no submission can know.
 """
 import math
+import re
 import secrets
 
 import torch
@@ -43,9 +44,13 @@ def model_params(ctx):
                    "registered once", n=handle.count())
     if handle.parameters.get("embedding.weight") != [V, 32]:
         raise Fail("model.embedding should be nn.Embedding(11, 32): 352 numbers")
-    if handle.info.get("shared"):
+    # One layer object at two depths shows as the same parameter under two indices; sharing
+    # otherwise (a helper module holding the embedding, a tied output layer) is fine.
+    reused = [(a, b) for a, b in handle.info.get("shared", [])
+              if re.sub(r"\.\d+\.", ".", a) == re.sub(r"\.\d+\.", ".", b)]
+    if reused:
         raise Fail("some layers share their parameters ({pairs}): each depth needs its own layer",
-                   pairs=", ".join(f"{a} = {b}" for a, b in handle.info["shared"][:3]))
+                   pairs=", ".join(f"{a} = {b}" for a, b in reused[:3]))
     options = {k: v for k, v in SMALL.items() if k != "vocab_size"}
     small = ctx.new("Transformer", 13, **{**options, "num_layers": 3})
     expected = {name: list(p.shape) for name, p in
@@ -68,18 +73,19 @@ def model_tied(ctx):
     if extra:
         raise Fail("the output layer must reuse the embedding matrix (logits = h E^T), not a "
                    "matrix of its own ({names})", names=", ".join(extra))
+    # Tokens 7 to 10 never appear in the input, so their rows of the embedding matrix get a
+    # gradient only through the output layer: they do exactly when that layer is the matrix itself.
+    # (A property of the wiring alone: a model that computes other logits still shows it.)
     ctx.seed(81)
-    reference, student = _loaded(ctx, seed=82)
-    src, tgt_in = ctx.randint(0, 13, 2, 6), ctx.randint(0, 13, 2, 4)
-    weights = ctx.randn(2, 4, 13)
-    got = student.grad(src, tgt_in, weights=weights)
-    reference.zero_grad()
-    (reference(src, tgt_in) * weights).sum().backward()
-    expected = reference.embedding.weight.grad
-    if "embedding.weight" not in got or not close(got["embedding.weight"], expected, 1e-4, 1e-3):
-        raise Fail("the gradient reaching the embedding matrix is not that of one matrix used at "
-                   "the input and at the output: use self.embedding.weight itself for the output "
-                   "(no copy, no .data, no detach)")
+    src, tgt_in = ctx.randint(0, 7, 2, 6), ctx.randint(0, 7, 2, 4)
+    got = handle.grad(src, tgt_in, weights=ctx.randn(2, 4, V))
+    gradient = got.get("embedding.weight")
+    unused = gradient[7:] if isinstance(gradient, torch.Tensor) and gradient.shape == (V, 32) \
+        else None
+    if unused is None or not bool((unused != 0).any(-1).all()):
+        raise Fail("the output layer does not reach the embedding matrix: rows of tokens that are "
+                   "not in the input got no gradient. Use self.embedding.weight itself for the "
+                   "output (no copy, no .data, no detach)")
 
 
 @check(A, "model.embed")

@@ -59,6 +59,20 @@ class AttentionFunction(Recorder):
         return weights @ v / 4.0, weights
 
 
+class PositionalTable(Recorder):
+    """In place of positional_encoding(T, d_model) -> [T, d_model]: a fixed table, not sinusoids.
+
+    Row t depends on t alone, so the first rows of a long table equal a short table: a model that
+    builds its table once for max_len and one that builds it per call get the same positions.
+    """
+
+    def __call__(self, T, d_model):
+        self.record(T=int(T), d_model=int(d_model))
+        position = torch.arange(int(T), dtype=torch.float32)[:, None]
+        column = torch.arange(int(d_model), dtype=torch.float32)[None, :]
+        return 0.8 * torch.tanh(0.3 * position - 0.2 * column) * torch.cos(position + column)
+
+
 class AttentionProbe(nn.Module):
     """In place of a MultiHeadAttention sublayer: forward(x_q, x_kv, mask=None)."""
 
@@ -138,6 +152,23 @@ class Seq2SeqProbe(nn.Module):
 
     def forward(self, src, tgt_in):
         return self.decode(tgt_in, self.encode(src))
+
+
+class FeedForwardFactory(Recorder):
+    """In place of the FeedForward class while a layer is built: each call gives a stand-in, so a
+    layer can be built, and graded, even when the student's FeedForward cannot."""
+
+    def __call__(self, d_model, *args, **kwargs):
+        self.record(d_model=int(d_model))
+        return FeedForwardProbe(int(d_model), seed=300 + len(self.calls))
+
+
+class EncoderLayerFactory(Recorder):
+    """In place of the EncoderLayer class while the classifier is built, likewise."""
+
+    def __call__(self, d_model, *args, **kwargs):
+        self.record(d_model=int(d_model))
+        return EncoderLayerProbe(int(d_model), seed=400 + len(self.calls))
 
 
 def probe(kind: str, **options) -> nn.Module:

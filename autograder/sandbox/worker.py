@@ -7,6 +7,7 @@ the other side, so nothing this process (or the student code in it) says can awa
 """
 import argparse
 import builtins
+import contextlib
 import functools
 import importlib
 import os
@@ -83,9 +84,10 @@ class Worker:
         target = self._lookup(fn)
         return self._run(target, args, kwargs, seed, swap_globals, grad)
 
-    def op_new(self, handle: str, cls: str, args=(), kwargs=None, seed=0):
+    def op_new(self, handle: str, cls: str, args=(), kwargs=None, seed=0, swap_globals=None):
         torch.manual_seed(seed)
-        module = self._lookup(cls)(*self._resolve(args), **self._resolve(kwargs or {}))
+        with self._swapped(swap_globals):
+            module = self._lookup(cls)(*self._resolve(args), **self._resolve(kwargs or {}))
         self.handles[handle] = module
         return self._describe(module)
 
@@ -184,6 +186,16 @@ class Worker:
         return value
 
     def _run(self, target, args, kwargs, seed, swap_globals, grad):
+        with self._swapped(swap_globals):
+            if seed is not None:
+                torch.manual_seed(seed)
+            with torch.set_grad_enabled(grad):
+                result = target(*self._resolve(args), **self._resolve(kwargs or {}))
+            return _plain(result)
+
+    @contextlib.contextmanager
+    def _swapped(self, swap_globals):
+        """Stand-ins (named in standins) in place of the student's globals, for one request."""
         swapped = {}
         for name, spec in (swap_globals or {}).items():
             stand_in = getattr(standins, spec)()
@@ -191,11 +203,7 @@ class Worker:
             swapped[name] = self.namespace.get(name, _MISSING)
             self.namespace[name] = stand_in
         try:
-            if seed is not None:
-                torch.manual_seed(seed)
-            with torch.set_grad_enabled(grad):
-                result = target(*self._resolve(args), **self._resolve(kwargs or {}))
-            return _plain(result)
+            yield
         finally:
             for name, previous in swapped.items():
                 if previous is _MISSING:

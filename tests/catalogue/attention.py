@@ -1,0 +1,59 @@
+"""Bugs in 01-attention: scaled dot-product attention, multi-head attention, the masks."""
+from . import bug
+
+A = "01-attention"
+SCALE = "q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])"
+FILL = 'scores = scores.masked_fill(mask, float("-inf"))'
+SPLIT = "x.view(x.shape[0], x.shape[1], self.num_heads, self.d_k).transpose(1, 2)"
+CAUSAL = "torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)"
+PADDING = "(tokens == pad_id)[:, None, None, :]"
+
+BUGS = [
+    # scaled dot-product attention
+    bug("sdpa_no_scale", A, "sdpa-code", SCALE, "q @ k.transpose(-2, -1)",
+        {"sdpa.values", "sdpa.mask"}),
+    bug("sdpa_scale_by_d_k", A, "sdpa-code", SCALE, "q @ k.transpose(-2, -1) / q.shape[-1]",
+        {"sdpa.values"}),
+    bug("sdpa_scale_by_sqrt_d_v", A, "sdpa-code", SCALE,
+        "q @ k.transpose(-2, -1) / math.sqrt(v.shape[-1])", {"sdpa.values"}),
+    bug("sdpa_softmax_over_queries", A, "sdpa-code", "softmax(dim=-1)", "softmax(dim=-2)",
+        {"sdpa.softmax", "sdpa.values"}),
+    bug("sdpa_k_dot_T", A, "sdpa-code", "k.transpose(-2, -1)", "k.T", {"sdpa.shapes"}),
+    bug("sdpa_mask_inverted", A, "sdpa-code", FILL,
+        'scores = scores.masked_fill(~mask, float("-inf"))', {"sdpa.mask"}),
+    bug("sdpa_mask_eq_0_convention", A, "sdpa-code", FILL,
+        "scores = scores.masked_fill(mask == 0, -1e9)", {"sdpa.mask"}),
+    bug("sdpa_masked_fill_zero", A, "sdpa-code", FILL, "scores = scores.masked_fill(mask, 0)",
+        {"sdpa.mask"}),
+    bug("sdpa_softmax_before_mask", A, "sdpa-code",
+        FILL + "\n    weights = scores.softmax(dim=-1)",
+        "weights = scores.softmax(dim=-1).masked_fill(mask, 0.0)\n"
+        "    else:\n        weights = scores.softmax(dim=-1)", {"sdpa.mask"}),
+    bug("sdpa_returns_scores", A, "sdpa-code", "return weights @ v, weights",
+        "return weights @ v, scores", {"sdpa.softmax", "sdpa.values"}),
+    # multi-head attention
+    bug("mha_split_without_transpose", A, "mha-code", SPLIT,
+        "x.view(x.shape[0], self.num_heads, x.shape[1], self.d_k)", {"mha.self", "mha.cross"}),
+    bug("mha_merge_without_transpose", A, "mha-code",
+        "out.transpose(1, 2).reshape(", "out.reshape(", {"mha.self", "mha.cross"}),
+    bug("mha_merge_view_not_contiguous", A, "mha-code", "out.transpose(1, 2).reshape(",
+        "out.transpose(1, 2).view(", {"mha.self", "mha.cross", "mha.mask"}),
+    bug("mha_keys_values_from_x_q", A, "mha-code",
+        "split(self.w_k(x_kv)), split(self.w_v(x_kv))",
+        "split(self.w_k(x_q)), split(self.w_v(x_q))", {"mha.cross"}),
+    bug("mha_no_output_projection", A, "mha-code", "return self.w_o(out)", "return out",
+        {"mha.self", "mha.cross"}),
+    bug("mha_ignores_mask", A, "mha-code", "scaled_dot_product_attention(q, k, v, mask)",
+        "scaled_dot_product_attention(q, k, v)", {"mha.mask"}),
+    # masks
+    bug("causal_blocks_diagonal", A, "masks-code", CAUSAL,
+        "torch.ones(T, T, dtype=torch.bool).triu(diagonal=0)", {"masks.causal"}),
+    bug("causal_inverted_tril", A, "masks-code", CAUSAL, "torch.tril(torch.ones(T, T)).bool()",
+        {"masks.causal"}),
+    bug("causal_float_mask", A, "masks-code", CAUSAL, "torch.ones(T, T).triu(diagonal=1)",
+        {"masks.causal"}),
+    bug("padding_on_query_axis", A, "masks-code", PADDING, "(tokens == pad_id)[:, None, :, None]",
+        {"masks.padding"}),
+    bug("padding_inverted", A, "masks-code", PADDING, "(tokens != pad_id)[:, None, None, :]",
+        {"masks.padding"}),
+]
