@@ -1,0 +1,80 @@
+"""Run a command and watch its whole process tree through /proc: wall time, CPU time, peak memory.
+
+Grading starts processes of its own (the trusted grader, bubblewrap, the student's sandboxed
+process), and some are killed rather than reaped, so the CPU time the kernel hands back to the
+parent (RUSAGE_CHILDREN) misses them. Sampling /proc every `interval` seconds sees every process
+that lives longer than that.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from autograder.sandbox.launch import descendants  # noqa: E402
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Usage:
+    wall: float = 0.0         # seconds
+    cpu: float = 0.0          # seconds of CPU, user and system, over every process seen
+    rss_mb: float = 0.0       # peak of the summed resident memory (shared pages once per process)
+    pss_mb: float = 0.0       # peak of the summed proportional memory (shared pages split)
+    largest_mb: float = 0.0   # the largest single process's peak RSS
+    processes: int = 0        # the most processes alive at once
+
+
+def cpu_seconds(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICKS          # utime, stime
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def memory_kb(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) of one process in kB; zeros once it is gone."""
+    rss = pss = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as handle:
+            for line in handle:
+                if line.startswith("Rss:"):
+                    rss = int(line.split()[1])
+                elif line.startswith("Pss:"):
+                    pss = int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return rss, pss
+
+
+def run_watched(command: list[str], interval: float = 0.1, **popen) -> Usage:
+    """Run `command` to its end (its output discarded), sampling its process tree."""
+    usage = Usage()
+    cpu: dict[int, float] = {}
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               **popen)
+    while process.poll() is None:
+        pids = [process.pid, *descendants(process.pid)]
+        sizes = [memory_kb(pid) for pid in pids]
+        for pid in pids:
+            cpu[pid] = max(cpu.get(pid, 0.0), cpu_seconds(pid))
+        usage.rss_mb = max(usage.rss_mb, sum(rss for rss, _ in sizes) / 1024)
+        usage.pss_mb = max(usage.pss_mb, sum(pss for _, pss in sizes) / 1024)
+        usage.largest_mb = max([usage.largest_mb, *(rss / 1024 for rss, _ in sizes)])
+        usage.processes = max(usage.processes, sum(1 for rss, _ in sizes if rss))
+        time.sleep(interval)
+    usage.wall = time.perf_counter() - started
+    usage.cpu = sum(cpu.values())
+    if process.returncode:
+        raise SystemExit(f"{' '.join(command)} failed with status {process.returncode}")
+    return usage
