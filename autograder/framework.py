@@ -49,7 +49,7 @@ def as_tensor(value, what: str) -> torch.Tensor:
 def expect_shape(value, shape, what: str) -> torch.Tensor:
     tensor = as_tensor(value, what)
     if tuple(tensor.shape) != tuple(shape):
-        raise Fail("{what} has shape {got}, expected {expected}", what=what,
+        raise Fail("{what}: shape {got}, expected {expected}", what=what,
                    got=list(tensor.shape), expected=list(shape))
     return tensor
 
@@ -200,9 +200,12 @@ class Context:
     def expect_close(self, got, expected: torch.Tensor, what: str, hint: str = "") -> None:
         got = expect_shape(got, tuple(expected.shape), what)
         if not close(got, expected, self.atol, self.rtol):
-            raise Fail("{what} differs from the expected values (largest difference {gap:.2g})"
-                       + (": " + hint if hint else ""), what=what,
-                       gap=largest_gap(got, expected))
+            gap = largest_gap(got, expected)
+            if hint:
+                raise Fail("{what}: not the expected values (largest difference {gap:.2g}): {hint}",
+                           what=what, gap=gap, hint=hint)
+            raise Fail("{what}: not the expected values (largest difference {gap:.2g})",
+                       what=what, gap=gap)
 
 
 # -- running the checks of one notebook ----------------------------------------------------------
@@ -212,10 +215,11 @@ def describe_student_error(error: StudentError) -> tuple[str, dict]:
         return ("not written yet: the code raises NotImplementedError", {})
     where = info.get("where") or ""
     line = info.get("line")
-    place = f" ({where.strip('<>')}, line {line})" if where and line else ""
-    return ("your code raised {kind}{place}: {message}",
-            {"kind": info.get("type"), "place": place,
-             "message": str(info.get("message", ""))[:400]})
+    params = {"kind": info.get("type"), "message": str(info.get("message", ""))[:400]}
+    if where and line:
+        return ("your code raised {kind} ({where}, line {line}): {message}",
+                {**params, "where": where.strip("<>"), "line": line})
+    return "your code raised {kind}: {message}", params
 
 
 def run_test(function, context: Context, test_id: str, max_points: float) -> TestResult:

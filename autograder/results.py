@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from tfcourse.course import Course, CourseError
-from tfcourse.i18n import LOCALE, render
+from tfcourse.i18n import LOCALE, phrase, render
 
 from .report import SubmissionReport
 
@@ -63,7 +63,8 @@ def gradescope_json(course: Course, report: SubmissionReport, lang: str) -> dict
         points = course.assignment(assignment).points_of(test_id)
         if test is None:
             template = "not graded: {reason}"
-            params = {"reason": report.error and "the grader failed" or "no notebook held it"}
+            params = {"reason": phrase("the grader failed") if report.error
+                      else phrase("no notebook held it")}
             score, passed = 0.0, False
         else:
             template, params, score, passed = test.template, test.params, test.points, test.passed

@@ -94,11 +94,16 @@ def sdpa_mask(ctx):
     padding[1, ..., 3:] = True
     scattered = torch.rand(2, 3, 5, 7, generator=ctx.generator) < 0.4
     scattered[..., 0] = False                          # every query keeps one key
-    for mask, name in ((causal, "a causal mask [5, 7]"), (padding, "a padding mask [2, 1, 1, 7]"),
-                       (scattered, "a full mask [2, 3, 5, 7]")):
+    cases = ((causal, "a causal mask [5, 7]", "the weights with a causal mask [5, 7]",
+              "the output with a causal mask [5, 7]"),
+             (padding, "a padding mask [2, 1, 1, 7]", "the weights with a padding mask [2, 1, 1, 7]",
+              "the output with a padding mask [2, 1, 1, 7]"),
+             (scattered, "a full mask [2, 3, 5, 7]", "the weights with a full mask [2, 3, 5, 7]",
+              "the output with a full mask [2, 3, 5, 7]"))
+    for mask, name, weights_what, output_what in cases:
         out, weights = _sdpa(ctx, q, k, v, mask)
         expected_out, expected_weights = ctx.ref[SDPA](q, k, v, mask)
-        expect_shape(weights, (2, 3, 5, 7), f"the weights with {name}")
+        expect_shape(weights, (2, 3, 5, 7), weights_what)
         blocked = weights.double()[mask.expand(2, 3, 5, 7)]
         if blocked.numel() and blocked.abs().max() > 1e-6:
             allowed = weights.double()[~mask.expand(2, 3, 5, 7)]
@@ -107,8 +112,8 @@ def sdpa_mask(ctx):
                            "blocked, so the mask is inverted", name=name)
             raise Fail("with {name}, a blocked key (mask True) got weight up to {w:.3f}; it "
                        "must get 0", name=name, w=float(blocked.abs().max()))
-        ctx.expect_close(weights, expected_weights, f"the weights with {name}")
-        ctx.expect_close(out, expected_out, f"the output with {name}")
+        ctx.expect_close(weights, expected_weights, weights_what)
+        ctx.expect_close(out, expected_out, output_what)
 
 
 # -- multi-head attention ------------------------------------------------------------------------

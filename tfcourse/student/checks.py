@@ -76,7 +76,7 @@ def _shape(tensor, expected, what: str):
     if not isinstance(tensor, torch.Tensor):
         _fail("{what} should be a tensor, not {kind}", what=what, kind=type(tensor).__name__)
     if tuple(tensor.shape) != tuple(expected):
-        _fail("{what} has shape {got}, expected {expected}", what=what,
+        _fail("{what}: shape {got}, expected {expected}", what=what,
               got=list(tensor.shape), expected=list(expected))
 
 

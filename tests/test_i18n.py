@@ -1,0 +1,128 @@
+"""The Spanish edition: every message a student or instructor reads has a translation, the notebooks
+have their prose in both languages, and `--lang es` gives a Spanish release and Spanish feedback."""
+import ast
+import re
+import string
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tfcourse import notebook
+from tfcourse.build.language import select_language
+from tfcourse.i18n import render
+
+from conftest import NOTEBOOK_OF, ROOT
+
+WORD = re.compile(r"[a-z]{2,}")
+# Where every string literal is a message (checks), and where only the templates given to these
+# functions, and phrases marked with phrase(), are.
+WHOLE = [*sorted((ROOT / "autograder" / "checks").glob("*.py")), ROOT / "autograder" / "framework.py",
+         ROOT / "tfcourse" / "student" / "checks.py"]
+CALLS = {"Fail", "Note", "say", "render", "phrase", "_fail", "_ok", "_say"}
+MARKED = [p for p in [*sorted((ROOT / "autograder").glob("*.py")),
+                      *sorted((ROOT / "tfcourse").rglob("*.py"))] if p not in WHOLE]
+
+
+def catalog(folder: str) -> dict:
+    return yaml.safe_load((ROOT / folder / "locale" / "es.yaml").read_text(encoding="utf-8"))
+
+
+def _is_message(text: str) -> bool:
+    if " " not in text.strip() or not WORD.search(text) or "<" in text:
+        return False
+    try:
+        compile(text, "<text>", "eval")          # code, such as "causal_mask(4)", needs no words
+        return False
+    except SyntaxError:
+        return True
+
+
+def _docstrings(tree) -> set[int]:
+    return {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)}
+
+
+def _fstring_parts(tree) -> set[int]:
+    return {id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr)
+            for part in node.values}
+
+
+def messages(path: Path, whole: bool) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    if whole:
+        skip = _docstrings(tree) | _fstring_parts(tree)
+        found |= {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+                  and isinstance(node.value, str) and id(node) not in skip
+                  and _is_message(node.value)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "id", getattr(node.func, "attr", None))
+            if name in CALLS and node.args and isinstance(node.args[0], ast.Constant) and \
+                    isinstance(node.args[0].value, str):
+                found.add(node.args[0].value)
+    return found
+
+
+def everything() -> dict[str, set[str]]:
+    """Message -> the files it comes from."""
+    found: dict[str, set[str]] = {}
+    for path in WHOLE + MARKED:
+        for text in messages(path, path in WHOLE):
+            found.setdefault(text, set()).add(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_every_message_has_a_spanish_translation(course):
+    known = {**catalog("tfcourse"), **catalog("autograder")}
+    names = {name for a in course.assignments for g in a.checks for name in g.tests}
+    missing = sorted(text for text in everything() if text not in known)
+    missing += sorted(name for name in names if name not in known)
+    assert not missing, "no Spanish for:\n" + "\n".join(missing)
+
+
+@pytest.mark.parametrize("folder", ["tfcourse", "autograder"])
+def test_translations_keep_their_placeholders(folder):
+    fields = string.Formatter()
+    for english, spanish in catalog(folder).items():
+        names = {f for _, f, _, _ in fields.parse(str(english)) if f}
+        assert names == {f for _, f, _, _ in fields.parse(str(spanish)) if f}, english
+
+
+def test_render_falls_back_and_translates_phrases():
+    from autograder.results import say
+
+    assert say("{what}: shape {got}, expected {expected}",
+               {"what": "the output", "got": [1], "expected": [2]}, "es") == \
+        "la salida: forma [1]; se esperaba [2]"
+    assert render("an English sentence with no translation", {}, "es") == \
+        "an English sentence with no translation"
+
+
+@pytest.mark.parametrize("assignment", list(NOTEBOOK_OF))
+def test_every_prose_cell_exists_in_both_languages(assignment):
+    nb = notebook.read(ROOT / "source" / assignment / NOTEBOOK_OF[assignment])
+    tagged = [notebook.lang(c) for c in nb.cells if notebook.lang(c)]
+    assert tagged.count("en") == tagged.count("es") > 0
+    for index, cell in enumerate(nb.cells):       # each English cell has its Spanish one next
+        if notebook.lang(cell) == "en":
+            assert notebook.lang(nb.cells[index + 1]) == "es", (assignment, index)
+
+
+@pytest.mark.parametrize("assignment", list(NOTEBOOK_OF))
+def test_the_spanish_edition_has_spanish_prose_and_checks(assignment):
+    nb = select_language(notebook.read(ROOT / "source" / assignment / NOTEBOOK_OF[assignment]),
+                         "es")
+    assert {notebook.lang(c) for c in nb.cells} == {None, "es"}
+    language = [c for c in nb.cells if notebook.role(c) == "language"]
+    assert 'use_language("es")' in language[0].source
+    prose = " ".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "Tarea" in prose and "Assignment" not in prose
+
+
+def test_feedback_follows_the_language(grade):
+    results = grade(ROOT / "release" / "01-attention", lang="es")
+    assert results["score"] == 0
+    assert all("todavía no está escrito" in t["output"] for t in results["tests"])
+    assert results["tests"][0]["name"].endswith("formas")
