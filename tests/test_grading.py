@@ -31,3 +31,18 @@ def test_a_folder_without_course_notebooks_gets_a_clear_message(grade, tmp_path)
     results = grade(tmp_path)
     assert results["score"] == 0
     assert "no notebook of this course" in results["output"]
+
+
+def test_misnamed_parameters_are_named_and_behaviour_still_graded(grade, tmp_path):
+    """A working MultiHeadAttention whose projections have other names: the checks that need the
+    reference's weights say which names are missing; the masking behaviour is still graded."""
+    from conftest import make_submission, solution_cells
+
+    code = solution_cells("01-attention")["mha-code"]
+    for name in ("w_q", "w_k", "w_v", "w_o"):
+        code = code.replace(f"self.{name}", f"self.{name[-1]}_proj")
+    folder = make_submission(tmp_path / "misnamed", "01-attention", answers={"mha-code": code})
+    results = grade(folder)
+    assert lost(results) == {"mha.structure", "mha.self", "mha.cross"}
+    messages = {t["number"]: t["output"] for t in results["tests"]}
+    assert "w_q.weight" in messages["mha.self"] and "q_proj.weight" in messages["mha.self"]

@@ -128,11 +128,14 @@ def _expected_mha(ctx, module, x_q, x_kv, mask, stand_in_used: bool):
             return module(x_q, x_kv, mask)
 
 
-def _student_mha(ctx, seed=21):
-    """The student's MultiHeadAttention with the reference's weights loaded."""
+def _student_mha(ctx, seed=21, strict=True):
+    """The student's MultiHeadAttention with the reference's weights loaded. With strict=False (a
+    check of behaviour) it keeps its own weights when the names do not match: reference is None."""
     reference = ctx.reference_module("MultiHeadAttention", D, H, seed=seed)
     student = ctx.new("MultiHeadAttention", D, H, seed=seed)
     missing, unexpected = student.load(reference.state_dict())
+    if (missing or unexpected) and not strict:
+        return None, student
     if missing or unexpected:
         raise Fail("cannot load the reference's weights by name (missing: {missing}; "
                    "unexpected: {unexpected}); the parameters must be w_q, w_k, w_v, w_o",
@@ -193,11 +196,10 @@ def mha_cross(ctx):
 @check(A, "mha.mask")
 def mha_mask(ctx):
     ctx.seed(25)
-    reference, student = _student_mha(ctx, seed=26)
+    reference, student = _student_mha(ctx, seed=26, strict=False)
     x = ctx.randn(2, 6, D)
     causal = torch.ones(6, 6, dtype=torch.bool).triu(1)
     before, used = _run_mha(ctx, student, x, x, causal)
-    expected = _expected_mha(ctx, reference, x, x, causal, used)
     changed = x.clone()
     changed[:, 4] += 1.5
     after, _ = _run_mha(ctx, student, changed, changed, causal)
@@ -207,7 +209,9 @@ def mha_mask(ctx):
         if not close(before[:, position], after[:, position], ctx.atol, ctx.rtol):
             raise Fail("with a causal mask, position {p} changed when token 4 changed: the mask "
                        "does not reach the attention", p=position)
-    ctx.expect_close(before, expected, "masked self-attention")
+    if reference is not None:
+        expected = _expected_mha(ctx, reference, x, x, causal, used)
+        ctx.expect_close(before, expected, "masked self-attention")
     memory = ctx.randn(2, 7, D)
     pads = torch.zeros(2, 1, 1, 7, dtype=torch.bool)
     pads[:, ..., 5:] = True

@@ -21,12 +21,17 @@ BOS, V = 10, 11
 SMALL = dict(vocab_size=13, d_model=12, num_heads=3, num_layers=2, d_ff=20, dropout=0.2)
 
 
-def _loaded(ctx, seed, **options):
+def _loaded(ctx, seed, strict=True, **options):
+    """The student's Transformer and the reference's, with the reference's weights in both. With
+    strict=False (a check of behaviour), the student's keeps its own weights when the names do not
+    match, and the reference returned is None."""
     options = {**SMALL, **options}
     vocab = options.pop("vocab_size")
     reference = ctx.reference_module("Transformer", vocab, seed=seed, **options)
     student = ctx.new("Transformer", vocab, seed=seed, **options)
     missing, unexpected = student.load(reference.state_dict())
+    if (missing or unexpected) and not strict:
+        return None, student
     if missing or unexpected:
         raise Fail("cannot load the reference's weights into Transformer by name (missing: "
                    "{missing}; unexpected: {unexpected})", missing=missing or "none",
@@ -127,7 +132,7 @@ def model_values(ctx):
 @check(A, "model.causal")
 def model_causal(ctx):
     ctx.seed(87)
-    _, student = _loaded(ctx, seed=88)
+    _, student = _loaded(ctx, seed=88, strict=False)
     src, tgt_in = ctx.randint(0, 13, 2, 7), ctx.randint(0, 13, 2, 6)
     before = expect_shape(student.run(src, tgt_in), (2, 6, 13), "the logits for tgt_in [2, 6]")
     if not torch.isfinite(before).all():
@@ -149,7 +154,7 @@ def model_causal(ctx):
 @check(A, "model.padding")
 def model_padding(ctx):
     ctx.seed(89)
-    _, student = _loaded(ctx, seed=90)
+    _, student = _loaded(ctx, seed=90, strict=False)
     src = ctx.randint(1, 13, 2, 7)
     src_mask = torch.zeros(2, 1, 1, 7, dtype=torch.bool)
     src_mask[0, ..., 5:] = True
