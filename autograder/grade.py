@@ -88,21 +88,35 @@ def grade_notebook(course: Course, assignment_id: str, notebook_name: str, path:
     finally:
         session.close()
     report.cells = [asdict(outcome) for outcome in session.outcomes]
-    for outcome in session.outcomes:
-        if outcome.ended_process:
-            report.notes.append(Note("the cell {label} ended the grading process ({how}); it was "
-                                     "left out and the rest was graded",
-                                     {"label": outcome.label, "how": outcome.ended_process},
-                                     "error"))
-        elif not outcome.ok and outcome.error:
-            report.notes.append(Note("the cell {label} raised {kind}: {message}",
-                                     {"label": outcome.label, "kind": outcome.error.get("type"),
-                                      "message": str(outcome.error.get("message"))[:300]}))
+    report.notes += _cell_notes(session)
     if session.output_tail.strip():
         report.extra["output_tail"] = session.output_tail[-2000:]
     report.peak_memory_mb = round(session.peak_rss_kb / 1024, 1)
     report.seconds = round(time.monotonic() - started, 2)
     return report
+
+
+def _cell_notes(session: StudentSession) -> list[Note]:
+    """What went wrong while the student's cells ran, and what the grader did about it."""
+    notes = []
+    for outcome in session.outcomes:
+        if outcome.timed_out:
+            notes.append(Note("cell {label} did not finish within {seconds:.0f} s (an endless "
+                              "loop?); it was left out and the rest was graded",
+                              {"label": outcome.label, "seconds": session.cell_seconds}, "error"))
+        elif outcome.ended_process:
+            notes.append(Note("cell {label} ended the grading process: it {how}; it was left out "
+                              "and the rest was graded",
+                              {"label": outcome.label, "how": outcome.ended_process}, "error"))
+        elif not outcome.ok and outcome.error:
+            notes.append(Note("cell {label} raised {kind}: {message}",
+                              {"label": outcome.label, "kind": outcome.error.get("type"),
+                               "message": str(outcome.error.get("message"))[:300]}))
+    if session.output_dropped:
+        notes.append(Note("your code printed more than {kb} KB of output; the rest ({mb:.1f} MB) "
+                          "was dropped", {"kb": session.config.output_kb,
+                                          "mb": session.output_dropped / 1048576}))
+    return notes
 
 
 def _grade_group(context, session, group, static, skip) -> list[TestResult]:

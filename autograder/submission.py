@@ -21,7 +21,7 @@ from .report import Note
 @dataclass
 class Cell:
     """One piece of code to run in the student's process."""
-    label: str          # what a student recognises: a grade id, or "cell 7"
+    label: str          # what a student recognises: a grade id, or its position ("7": cell 7)
     source: str
     from_student: bool = True
 
@@ -35,33 +35,58 @@ class Program:
 
 
 # -- reading the file ----------------------------------------------------------------------------
-_STRING = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
-_TOKEN = re.compile(_STRING + rb"|[\[\]]")
-_OUTPUTS_KEY = re.compile(rb'"outputs"\s*:\s*\[')
+_STRUCTURE = re.compile(rb'["\[\]]')
+_OUTPUTS_VALUE = re.compile(rb"\s*:\s*\[")
+
+
+def _string_end(data: bytes, quote: int) -> int:
+    """The index after the JSON string whose opening quote is at `quote`; -1 if it never ends.
+    bytes.find does the walking, so a string of hundreds of megabytes costs a fraction of a second."""
+    position = quote + 1
+    while True:
+        close = data.find(b'"', position)
+        if close < 0:
+            return -1
+        backslashes = 0
+        while data[close - 1 - backslashes] == 0x5C:     # a quote after an odd run of \ is escaped
+            backslashes += 1
+        if backslashes % 2 == 0:
+            return close + 1
+        position = close + 1
+
+
+def _array_end(data: bytes, position: int) -> int:
+    """The index after the `]` that closes an array whose contents start at `position`, or -1."""
+    depth = 1
+    while found := _STRUCTURE.search(data, position):
+        if found.group() == b'"':
+            position = _string_end(data, found.start())
+            if position < 0:
+                return -1
+            continue
+        position = found.end()
+        depth += 1 if found.group() == b"[" else -1
+        if depth == 0:
+            return position
+    return -1
 
 
 def strip_outputs(data: bytes) -> bytes:
     """Drop every `"outputs": [...]` array from notebook JSON without parsing it whole."""
-    pieces, position = [], 0
-    while True:
-        found = _OUTPUTS_KEY.search(data, position)
-        if not found:
-            break
-        depth = 1
-        end = found.end()
-        for token in _TOKEN.finditer(data, found.end()):
-            if token.group() == b"[":
-                depth += 1
-            elif token.group() == b"]":
-                depth -= 1
-            if depth == 0:
-                end = token.end()
-                break
-        else:
-            return data                      # unbalanced: leave it to the JSON parser to complain
-        pieces += [data[position:found.start()], b'"outputs": []']
-        position = end
-    return b"".join(pieces) + data[position:]
+    pieces, kept, position = [], 0, 0
+    while (quote := data.find(b'"', position)) >= 0:
+        position = _string_end(data, quote)
+        if position < 0:
+            return data                      # broken: leave it to the JSON parser to complain
+        opening = (_OUTPUTS_VALUE.match(data, position)
+                   if data[quote:position] == b'"outputs"' else None)
+        if opening:
+            end = _array_end(data, opening.end())
+            if end < 0:
+                return data
+            pieces += [data[kept:quote], b'"outputs": []']
+            kept = position = end
+    return b"".join(pieces) + data[kept:]
 
 
 def read_notebook(path: Path, size_limit_mb: float) -> tuple[dict | None, list[Note]]:
@@ -137,6 +162,15 @@ def _compiles(source: str) -> bool:
         return False
 
 
+_HIDDEN_TESTS = re.compile(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS\n?", re.DOTALL)
+_LANGUAGE = re.compile(r'use_language\("\w*"\)')
+
+
+def _as_released(source: str) -> str:
+    """A read-only cell as students get it, in any edition: hidden tests out, language unset."""
+    return _LANGUAGE.sub("use_language()", _HIDDEN_TESTS.sub("", source)).strip()
+
+
 def build_program(source_nb, submitted: dict | None) -> Program:
     """The cells to run for a submission, given its trusted source notebook."""
     setup = [Cell(f"setup {n + 1}" if n else "setup", notebook.text(cell), from_student=False)
@@ -158,24 +192,22 @@ def build_program(source_nb, submitted: dict | None) -> Program:
         kind_of_cell = cell.get("cell_type")
         source = notebook.text(cell)
         gid = notebook.grade_id(cell)
-        label = gid or f"cell {index}"
+        label = gid if gid in kinds else str(index)      # students see "cell 12"
         known = kinds.get(gid) if gid else None
         if gid and gid in seen:
             notes.append(Note("the cell {gid} appears more than once; the copy at position "
                               "{index} counts as a cell you added", {"gid": gid, "index": index}))
             if known != "solution":
                 continue
-            known, label = None, f"cell {index}"
+            known, label = None, str(index)
         elif gid and gid not in kinds:
             notes.append(Note("the cell at position {index} has a grade id ({gid}) that is not in "
                               "the assignment; it counts as a cell you added",
                               {"index": index, "gid": gid}))
         elif gid:
             seen.add(gid)
-        if known == "test":
-            continue
-        if known == "locked":
-            if source.strip() != originals.get(gid, "").strip():
+        if known in ("test", "locked"):
+            if _as_released(source) != _as_released(originals.get(gid, "")):
                 notes.append(Note("the read-only cell {gid} was edited; the grader used the "
                                   "original", {"gid": gid}))
             continue
@@ -202,10 +234,16 @@ def load_program(source_path: Path, submitted_path: Path, size_limit_mb: float) 
     source_nb = notebook.read(source_path)
     if not submitted_path.exists():
         program = build_program(source_nb, None)
-        program.notes.append(Note("the notebook {name} is missing from the submission",
-                                  {"name": submitted_path.name}, "error"))
+        others = sorted(p.name for p in submitted_path.parent.glob("*.ipynb"))
+        program.notes.append(Note("the notebook {name} is missing from the submission (notebooks "
+                                  "found there: {others}); was it renamed?",
+                                  {"name": submitted_path.name,
+                                   "others": ", ".join(others) or "none"}, "error"))
         return program
     raw, notes = read_notebook(submitted_path, size_limit_mb)
+    if submitted_path.name != source_path.name:
+        notes.insert(0, Note("there is no {name}; {found} was graded in its place",
+                             {"name": source_path.name, "found": submitted_path.name}))
     program = build_program(source_nb, raw)
     program.notes[:0] = notes
     return program
@@ -227,8 +265,10 @@ def find_notebooks(course: Course, submission: Path, assignment_id: str | None):
             return None, candidates
         assignment_id = best[1]
     assignment = course.assignment(assignment_id)
-    if submission.is_file() and len(assignment.notebooks) == 1:
-        found = {assignment.notebooks[0]: submission}
+    wanted = assignment.notebooks
+    if len(wanted) == 1 and wanted[0] not in candidates and len(candidates) == 1:
+        # the one notebook, under another name ("attention (1).ipynb", or a file given alone)
+        found = {wanted[0]: next(iter(candidates.values()))}
     else:
         found = {name: candidates.get(name, (submission if submission.is_dir() else
                                              submission.parent) / name)

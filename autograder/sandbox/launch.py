@@ -26,13 +26,20 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 HARNESS = ("worker.py", "channel.py", "standins.py")
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
+SIGNAL_WORDS = {      # how a student's process ended, in words that follow "it"
+    "SIGSEGV": "crashed with a segmentation fault (SIGSEGV: native code read memory it must not)",
+    "SIGBUS": "crashed with a bus error (SIGBUS)",
+    "SIGFPE": "crashed with an arithmetic error (SIGFPE)",
+    "SIGILL": "crashed on an illegal instruction (SIGILL)",
+    "SIGABRT": "aborted (SIGABRT)",
+    "SIGKILL": "was killed (SIGKILL)",
+}
 
 
 @dataclass
@@ -125,6 +132,23 @@ def _under(path: Path, parent: Path) -> bool:
     return path == parent or parent in path.parents
 
 
+def _reveal(paths: list[Path], hidden: list[Path]) -> list[str]:
+    """bwrap arguments that show `paths` (read-only) inside hidden folders. The folders leading
+    to them are made searchable by everyone: bwrap would make them 0700 and root's, so that the
+    sandbox user could start the interpreter but not find its standard library or run it again."""
+    inside = [p for p in paths if any(_under(p, h) for h in hidden)]
+    outermost = [p for p in inside if not any(p != q and _under(p, q) for q in inside)]
+    arguments, made = [], set()
+    for path in outermost:
+        cover = max((h for h in hidden if _under(path, h)), key=lambda h: len(h.parts))
+        for folder in reversed(path.parents):
+            if folder not in made and folder != cover and _under(folder, cover):
+                arguments += ["--perms", "0755", "--dir", str(folder)]
+                made.add(folder)
+        arguments += ["--ro-bind", str(path), str(path)]
+    return arguments
+
+
 def set_subreaper() -> None:
     """Make orphans of our children (a student's daemon, say) become our children, so we find them."""
     try:
@@ -148,8 +172,8 @@ def _process_table() -> dict[int, int]:
     return table
 
 
-def descendants(root: int) -> list[int]:
-    table = _process_table()
+def descendants(root: int, table: dict[int, int] | None = None) -> list[int]:
+    table = _process_table() if table is None else table
     children: dict[int, list[int]] = {}
     for pid, parent in table.items():
         children.setdefault(parent, []).append(pid)
@@ -162,6 +186,8 @@ def descendants(root: int) -> list[int]:
 
 
 def _rss_kb(pid: int) -> int:
+    # RSS, not PSS: /proc/PID/smaps_rollup walks every page (a fifth of a second for a 1 GB
+    # process), and the watchdog reads it five times a second while a model trains.
     try:
         with open(f"/proc/{pid}/status") as handle:
             for line in handle:
@@ -186,6 +212,7 @@ class Sandbox:
         self.memory_exceeded = False
         self.peak_rss_kb = 0
         self._stop = threading.Event()
+        self._watchdog: threading.Thread | None = None
         self._prepare_folders()
 
     # -- folders ------------------------------------------------------------------------------
@@ -224,9 +251,7 @@ class Sandbox:
         for path in hidden:
             command += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null",
                                                                       str(path)]
-        for path in _interpreter_paths():
-            if any(_under(path, h) for h in hidden):
-                command += ["--ro-bind", str(path), str(path)]
+        command += _reveal(_interpreter_paths(), hidden)
         command += ["--tmpfs", "/tmp", "--perms", "0755", "--dir", str(self.base),
                     "--bind", str(self.work), str(self.work),
                     "--ro-bind", str(self.lib), str(self.lib), "--chdir", str(self.work),
@@ -251,7 +276,10 @@ class Sandbox:
             ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         except (OSError, AttributeError):
             pass
-        memory = (self.config.memory_mb + 512) * 1024 * 1024
+        # Address space is only the backstop (against one huge allocation): torch alone reserves
+        # some 700 MB of it. Nearer the limit, it and the watchdog would race to stop a growing
+        # process, and the watchdog's kill could land on the next check instead.
+        memory = (2 * self.config.memory_mb + 1024) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 20, 256 << 20))
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
@@ -274,7 +302,8 @@ class Sandbox:
         self.fd_in, self.fd_out = to_child_w, from_child_r
         self._stop.clear()
         threading.Thread(target=self._drain, daemon=True).start()
-        threading.Thread(target=self._watch, daemon=True).start()
+        self._watchdog = threading.Thread(target=self._watch, daemon=True)
+        self._watchdog.start()
         return to_child_w, from_child_r
 
     # -- watching -----------------------------------------------------------------------------
@@ -296,7 +325,9 @@ class Sandbox:
             process = self.process
             if process is None or process.poll() is not None:
                 return
-            total = sum(_rss_kb(pid) for pid in [process.pid, *descendants(process.pid)])
+            table = _process_table()           # one look at /proc: it is not free
+            pids = {process.pid, *descendants(process.pid, table), *self._orphans(table)}
+            total = sum(_rss_kb(pid) for pid in pids)
             self.peak_rss_kb = max(self.peak_rss_kb, total)
             if total > limit_kb:
                 self.memory_exceeded = True
@@ -307,16 +338,28 @@ class Sandbox:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def settle(self, seconds: float = 1.0) -> None:
+        """Give a process that is ending on its own a moment, so that its own way of ending, not
+        our kill, is what `exit_description` reports."""
+        try:
+            self.process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            pass
+
     def exit_description(self) -> str:
+        """How the process ended, in words that follow "it": "exited with status 3"."""
         code = self.process.poll() if self.process else None
         if code is None:
-            return "still running"
-        if code < 0:
-            try:
-                return f"killed by signal {signal.Signals(-code).name}"
-            except ValueError:
-                return f"killed by signal {-code}"
-        return f"exited with status {code}"
+            return "is still running"
+        if self.mode == "bwrap" and code > 128:   # bwrap exits with 128 + the signal that ended
+            code = 128 - code                      # its child, as a shell does
+        if code >= 0:
+            return f"exited with status {code}"
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return SIGNAL_WORDS.get(name, f"was killed by {name}")
 
     def kill(self):
         """Kill the student's process and everything it started, wherever it went."""
@@ -344,19 +387,20 @@ class Sandbox:
                 break
         self._stop.set()
 
-    def _orphans(self) -> list[int]:
+    def _orphans(self, table: dict[int, int] | None = None) -> list[int]:
         """Processes that escaped to us as their subreaper (double-forked daemons).
 
         The grader process that owns a sandbox has no other children, so any child but the
         sandbox itself is something the student left behind.
         """
+        table = _process_table() if table is None else table
         me = os.getpid()
         known = {self.process.pid} if self.process else set()
         found = []
-        for pid, parent in _process_table().items():
+        for pid, parent in table.items():
             if parent == me and pid not in known:
                 found.append(pid)
-                found += descendants(pid)
+                found += descendants(pid, table)
         return found
 
     def _reap(self):
@@ -370,5 +414,9 @@ class Sandbox:
 
     def close(self):
         self.kill()
+        # The watchdog may still be killing (after a memory overrun): let it finish, or it would
+        # take the next sandbox's process, a child of ours too, for a daemon left behind.
+        if self._watchdog is not None and self._watchdog is not threading.current_thread():
+            self._watchdog.join()
         shutil.rmtree(self.base, ignore_errors=True)
 

@@ -7,6 +7,8 @@ fresh process (leaving out any cell that killed the last one).
 """
 from __future__ import annotations
 
+import os
+import select
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -72,6 +74,7 @@ class StudentSession:
     warning: str | None = None
     peak_rss_kb: int = 0
     output_tail: str = ""
+    output_dropped: int = 0              # bytes of the student's output beyond the cap
 
     def __post_init__(self):
         self._sandbox: Sandbox | None = None
@@ -81,15 +84,13 @@ class StudentSession:
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
-        """Start a worker and run every cell; remember how each went (only the first time)."""
-        first = not self.outcomes
+        """Start a worker and run every cell; remember how each went (the first time it ran)."""
         while True:
             self._spawn()
-            died_in = self._load_cells(record=first)
+            died_in = self._load_cells()
             if died_in is None:
                 return
             self._skip.add(died_in)          # that cell kills the process: leave it out
-            first = False
 
     def _spawn(self) -> None:
         self.close()
@@ -107,7 +108,7 @@ class StudentSession:
             said = self._sandbox.output.decode("utf-8", "replace").strip().splitlines()
             raise ProcessEnded(f"{error.description}: {said[-1] if said else 'no output'}")
 
-    def _load_cells(self, record: bool) -> str | None:
+    def _load_cells(self) -> str | None:
         """Run the cells; return the label of a cell that ended the process, if one did."""
         for cell in self.cells:
             if cell.label in self._skip:
@@ -125,12 +126,12 @@ class StudentSession:
             except ProcessEnded as error:
                 outcome.ok, outcome.ended_process = False, error.description
             outcome.seconds = time.monotonic() - started
-            if record:
+            known = next((o for o in self.outcomes if o.label == cell.label), None)
+            if known is None:
                 self.outcomes.append(outcome)
-            elif outcome.ended_process:
-                for known in self.outcomes:
-                    if known.label == cell.label and not known.ended_process:
-                        known.ok, known.ended_process = False, outcome.ended_process
+            elif outcome.ended_process and not known.ended_process:
+                known.ok, known.ended_process = False, outcome.ended_process
+                known.timed_out = outcome.timed_out
             if outcome.ended_process:
                 return cell.label
         return None
@@ -144,6 +145,7 @@ class StudentSession:
         if self._sandbox is not None:
             self.peak_rss_kb = max(self.peak_rss_kb, self._sandbox.peak_rss_kb)
             self.output_tail = self._sandbox.output[-4000:].decode("utf-8", "replace")
+            self.output_dropped += self._sandbox.output_dropped
             self._sandbox.close()
             self._sandbox = None
 
@@ -158,20 +160,25 @@ class StudentSession:
         self._next_id += 1
         request_id = self._next_id
         try:
-            channel.send(self._fd_in, {"id": request_id, "op": op, "args": args})
-            reply = channel.recv(self._fd_out, timeout=timeout)
+            self._send({"id": request_id, "op": op, "args": args}, timeout)
+            left = self._await_reply(timeout)
+            reply = channel.recv(self._fd_out, timeout=left)
         except channel.ChannelTimeout:
             self._sandbox.kill()
             raise TimedOut(timeout) from None
-        except (channel.ChannelError, OSError, BrokenPipeError):
+        except (channel.ChannelError, OSError) as error:
+            self._sandbox.settle()
+            alive = self._sandbox.alive()
             self._sandbox.kill()
             if self._sandbox.memory_exceeded:
                 raise ProcessEnded(f"used more than {self.config.memory_mb} MB of memory",
                                    memory=True) from None
+            if alive:                        # it lives, but the channel is closed or garbled
+                raise ProcessEnded(f"broke its connection to the grader ({error})") from None
             raise ProcessEnded(self._sandbox.exit_description()) from None
         if reply.get("id") != request_id:
             self._sandbox.kill()
-            raise ProcessEnded("the student's process sent a reply out of turn")
+            raise ProcessEnded("sent a reply out of turn")
         tripwires = reply.get("tripwires")
         if isinstance(tripwires, list):
             self.tripped.update(str(name) for name in tripwires)
@@ -180,6 +187,32 @@ class StudentSession:
             raise StudentError(error if isinstance(error, dict) else {"type": "Error",
                                                                       "message": str(error)})
         return reply.get("value")
+
+    def _send(self, message: dict, timeout: float) -> None:
+        """channel.send with a deadline: student code may stop its side from reading, and a
+        blocking write to a full pipe would then hang the grader."""
+        data = memoryview(channel.pack(message))
+        deadline = time.monotonic() + timeout
+        os.set_blocking(self._fd_in, False)
+        while data:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [self._fd_in], [], left)[1]:
+                raise channel.ChannelTimeout("the student's process stopped reading")
+            try:
+                data = data[os.write(self._fd_in, data):]
+            except BlockingIOError:
+                continue
+
+    def _await_reply(self, timeout: float) -> float:
+        """Wait until a reply starts to arrive; the seconds left. Gives up early when the student's
+        process has died: what it started may hold the pipe open, so no end of file would come."""
+        deadline = time.monotonic() + timeout
+        while not select.select([self._fd_out], [], [], 0.2)[0]:
+            if not self._sandbox.alive():
+                raise channel.ChannelError("the student's process ended")
+            if time.monotonic() >= deadline:
+                raise channel.ChannelTimeout("timed out")
+        return max(deadline - time.monotonic(), 0.001)
 
     def request(self, op: str, timeout: float, **args):
         """Ask the running submission to do `op`; restarts it first if it is not running."""
