@@ -184,26 +184,6 @@ def build_bundle(course: Course, assignment_id: str, out_path, lang: str | None 
 
 
 # -- grading, inside Gradescope's container -------------------------------------------------------
-def available_cores() -> int:
-    """The cores this container may use. Gradescope (and Kubernetes) cap CPU with a cgroup quota,
-    while os.cpu_count() reports the whole host: more torch threads than cores only slows down."""
-    cores = len(os.sched_getaffinity(0))
-    quotas = [("/sys/fs/cgroup/cpu.max", None),                    # cgroup v2: "quota period"
-              ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us")]
-    for quota_file, period_file in quotas:
-        try:
-            fields = Path(quota_file).read_text().split()
-            if period_file:
-                fields.append(Path(period_file).read_text().strip())
-            quota, period = fields[0], fields[1]
-        except (OSError, IndexError):
-            continue
-        if quota not in ("max", "-1"):
-            return max(1, min(cores, int(quota) // int(period)))
-        return cores
-    return cores
-
-
 def find_submission(course: Course, assignment_id: str, folder: Path) -> Path | None:
     """What to grade in Gradescope's submission folder, or None when it holds no notebook.
 
@@ -233,7 +213,7 @@ def grade_gradescope(root: Path, assignment_id: str, lang: str) -> dict:
                 "error")])
             return gradescope_json(course, report, lang)
         _, results = grade_one(course, submission, assignment=assignment_id, lang=lang,
-                               threads=available_cores(), hide=[root])
+                               hide=[root])
         return results
     except Exception:                               # a grader bug: score nothing, say so
         traceback.print_exc()

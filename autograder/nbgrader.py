@@ -10,7 +10,6 @@ cell, so `nbgrader autograde` gives the same points as `tfcourse grade`.
 """
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from tfcourse.course import load_course
 
 from .report import SubmissionReport
 from .results import say
-from .runner import grade_in_child
+from .runner import grade_in_child, student_threads
 
 COURSE_ROOT = Path(__file__).resolve().parents[1]
 PLACEHOLDER = "# graded by tfcourse's autograder (see this cell's output)"
@@ -38,7 +37,7 @@ def grade_with_runner(nb, assignment_id: str, notebook_name: str,
         folder = Path(scratch) / "submission"
         folder.mkdir()
         nbformat.write(nb, str(folder / notebook_name))
-        return grade_in_child(course, folder, assignment_id, threads or os.cpu_count() or 1,
+        return grade_in_child(course, folder, assignment_id, threads or student_threads(course),
                               skip=[], hide=[])
 
 

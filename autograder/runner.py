@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,14 +39,43 @@ class Outcome:
     assignment: str = ""
 
 
+def available_cores() -> int:
+    """The cores this container may use. Gradescope (and Kubernetes) cap CPU with a cgroup quota,
+    while os.cpu_count() reports the whole host: more torch threads than cores only slows down."""
+    cores = len(os.sched_getaffinity(0))
+    quotas = [("/sys/fs/cgroup/cpu.max", None),                    # cgroup v2: "quota period"
+              ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us")]
+    for quota_file, period_file in quotas:
+        try:
+            fields = Path(quota_file).read_text().split()
+            if period_file:
+                fields.append(Path(period_file).read_text().strip())
+            quota, period = fields[0], fields[1]
+        except (OSError, IndexError):
+            continue
+        if quota not in ("max", "-1"):
+            return max(1, min(cores, int(quota) // int(period)))
+        return cores
+    return cores
+
+
+def student_threads(course: Course) -> int:
+    """Torch threads for the student's process (course.yaml's sandbox.threads)."""
+    return max(1, int(course.sandbox.get("threads", 1)))
+
+
 def course_notebooks(course: Course) -> set[str]:
     return {name for assignment in course.assignments for name in assignment.notebooks}
 
 
-def expand(course: Course, paths: list[Path]) -> list[tuple[str, Path]]:
+def expand(course: Course, paths: list[Path], exclude: Path | None = None
+           ) -> list[tuple[str, Path]]:
     """(name, path) of each submission: a notebook, a folder holding the course's notebooks, or a
-    folder of such submissions (one or two levels down, as in nbgrader's submitted/ folder)."""
+    folder of such submissions (one or two levels down, as in nbgrader's submitted/ folder). A
+    student's folder with no notebook in it is a submission too, so that it gets told so.
+    `exclude` (the results folder) is never taken for a submission."""
     known = course_notebooks(course)
+    exclude = exclude.resolve() if exclude else None
 
     def holds_notebooks(folder: Path) -> bool:
         return any((folder / name).is_file() for name in known) or any(
@@ -59,16 +89,17 @@ def expand(course: Course, paths: list[Path]) -> list[tuple[str, Path]]:
             found.append((path.name, path))
         else:
             for child in sorted(path.iterdir()):
-                if child.name.startswith("."):
+                if child.name.startswith(".") or child.resolve() == exclude:
                     continue
                 if child.is_file() and child.suffix == ".ipynb":
                     found.append((child.stem, child))
                 elif child.is_dir() and holds_notebooks(child):
                     found.append((child.name, child))
                 elif child.is_dir():
-                    for grandchild in sorted(child.iterdir()):
-                        if grandchild.is_dir() and holds_notebooks(grandchild):
-                            found.append((f"{child.name}/{grandchild.name}", grandchild))
+                    inner = [(f"{child.name}/{grandchild.name}", grandchild)
+                             for grandchild in sorted(child.iterdir())
+                             if grandchild.is_dir() and holds_notebooks(grandchild)]
+                    found += inner or [(child.name, child)]
     return _unique(found)
 
 
@@ -134,8 +165,10 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
                                    start_new_session=True)
         try:
             _, stderr = process.communicate(timeout=limit)
-            problem = None if out.exists() else (
-                f"the grader process ended with status {process.returncode}: "
+            # Only a grader that ran to its end wrote the report: after any other ending, a file
+            # there may come from student code (as root in process mode it can kill the grader).
+            problem = None if process.returncode == 0 and out.exists() else (
+                f"the grader process {_ending(process.returncode)}: "
                 f"{(stderr or '').strip()[-800:]}")
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
@@ -152,13 +185,22 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
     return report
 
 
+def _ending(code: int) -> str:
+    if code >= 0:
+        return f"ended with status {code}" + ("" if code else " without writing its report")
+    try:
+        return f"was killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"was killed by signal {-code}"
+
+
 def grade_one(course: Course, submission: Path, *, assignment: str | None = None,
               skip: list[str] = (), threads: int | None = None, lang: str | None = None,
               hide: list[Path] = ()) -> tuple[SubmissionReport, dict]:
     """Grade one submission in its own grader process: (report, Gradescope-style results)."""
     from .results import gradescope_json
 
-    threads = threads or os.cpu_count() or 1
+    threads = threads or student_threads(course)
     report = grade_in_child(course, submission, assignment, threads, list(skip), list(hide))
     return report, gradescope_json(course, report, lang or course.language)
 
@@ -166,11 +208,11 @@ def grade_one(course: Course, submission: Path, *, assignment: str | None = None
 def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang: str,
                force: bool = False, assignment: str | None = None, skip: list[str] = (),
                progress: bool = True, threads: int | None = None) -> list[Outcome]:
-    submissions = expand(course, paths)
+    submissions = expand(course, paths, exclude=out)
     version = grader_version(course)
     options = json.dumps([assignment, sorted(skip), lang])
-    cores = os.cpu_count() or 1
-    threads = threads or max(1, cores // max(1, jobs))
+    threads = threads or student_threads(course)
+    out.mkdir(parents=True, exist_ok=True)    # so that it is hidden from the first sandbox on
     hide = [out.resolve(), *[p.resolve() for p in paths]]
     outcomes: list[Outcome] = []
     todo = []
@@ -188,9 +230,13 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
     def work(item):
         name, path, folder, stamp = item
         started = time.monotonic()
-        report = grade_in_child(course, path, assignment, threads, list(skip), hide)
+        try:
+            report = grade_in_child(course, path, assignment, threads, list(skip), hide)
+        except Exception:                    # never let one submission stop the batch
+            report = SubmissionReport(assignment or "", name, error=traceback.format_exc())
         report.submission = name
-        results = write_results(course, report, folder, lang, stamp)
+        # no fingerprint when the grader failed, so that the next run grades it again
+        results = write_results(course, report, folder, lang, "" if report.error else stamp)
         status = "failed" if report.error else "graded"
         return Outcome(name, folder, status, results["score"], results["max_score"],
                        round(time.monotonic() - started, 1), report.assignment)

@@ -35,7 +35,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--interval", type=float, default=0.1, help="seconds between samples")
     parser.add_argument("--jobs", type=int, default=1,
-                        help="passed to tfcourse grade: its torch threads are cores / jobs")
+                        help="passed to tfcourse grade")
     parser.add_argument("assignments", nargs="*", default=list(ASSIGNMENTS))
     options = parser.parse_args()
     import torch

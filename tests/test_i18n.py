@@ -6,6 +6,7 @@ import string
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from tfcourse import notebook
@@ -80,6 +81,47 @@ def test_every_message_has_a_spanish_translation(course):
     missing = sorted(text for text in everything() if text not in known)
     missing += sorted(name for name in names if name not in known)
     assert not missing, "no Spanish for:\n" + "\n".join(missing)
+
+
+LABELS = {"title", "xlabel", "ylabel", "floor_label"}
+
+
+def plot_labels(source: str) -> set[str]:
+    """The titles and labels a notebook's code gives to the show.* pictures."""
+    tree = ast.parse(source.replace("\n%", "\n#"))
+    return {keyword.value.value for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute) and getattr(node.func.value, "id", "") == "show"
+            for keyword in node.keywords if keyword.arg in LABELS
+            and isinstance(keyword.value, ast.Constant) and _is_message(keyword.value.value)}
+
+
+@pytest.mark.parametrize("assignment", list(NOTEBOOK_OF))
+def test_the_pictures_have_spanish_titles_and_labels(assignment):
+    nb = notebook.read(ROOT / "source" / assignment / NOTEBOOK_OF[assignment])
+    labels = plot_labels("\n".join(notebook.text(c) for c in nb.cells if c.cell_type == "code"))
+    assert labels, "the notebook draws no pictures with titles"
+    missing = sorted(labels - set(catalog("tfcourse")))
+    assert not missing, "no Spanish for:\n" + "\n".join(missing)
+
+
+def test_pictures_follow_the_language():
+    import matplotlib
+    matplotlib.use("Agg")
+    from tfcourse.student import show, use_language
+
+    try:
+        use_language("es")
+        figure = show.curve([3.0, 2.0, 1.0], title="Training loss and its floor", xlabel="step",
+                            ylabel="loss", floor=0.5, floor_label="label-smoothing floor")
+        axes = figure.axes[0]
+        assert (axes.get_title(), axes.get_xlabel(), axes.get_ylabel()) == (
+            "Pérdida de entrenamiento y su piso", "paso", "pérdida")
+        assert axes.get_legend().get_texts()[0].get_text() == "piso del label smoothing 0.500"
+        figure = show.heads(torch.full((2, 3, 3), 1 / 3))
+        assert [a.get_title() for a in figure.axes[:2]] == ["head 0", "head 1"]
+        assert figure._suptitle.get_text() == "Pesos de atención por head"
+    finally:
+        use_language("en")
 
 
 @pytest.mark.parametrize("folder", ["tfcourse", "autograder"])

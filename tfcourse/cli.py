@@ -53,9 +53,9 @@ def cmd_build(options) -> int:
 def cmd_grade(options) -> int:
     course = _course(options)
     _import_autograder(course)
-    from autograder.runner import grade_many, table
+    from autograder.runner import available_cores, grade_many, table
 
-    jobs = options.jobs or os.cpu_count() or 1
+    jobs = options.jobs or available_cores()
     lang = options.lang or course.language
     outcomes = grade_many(course, options.submissions, options.out, jobs=jobs, lang=lang,
                           force=options.force, assignment=options.assignment,
@@ -99,7 +99,8 @@ def parser() -> argparse.ArgumentParser:
     grade.add_argument("submissions", nargs="+", type=Path,
                        help="a student's folder, a notebook, or a folder of submissions")
     grade.add_argument("--out", type=Path, default=Path("graded"), help="results folder")
-    grade.add_argument("--jobs", type=int, help="submissions at once (default: one per core)")
+    grade.add_argument("--jobs", type=int,
+                       help="submissions at once (default: one per core this process may use)")
     grade.add_argument("--lang", help="language of the feedback (default: course.yaml's)")
     grade.add_argument("--force", action="store_true", help="grade again what is unchanged")
     grade.add_argument("--assignment", help="the assignment (default: from notebook names)")
