@@ -24,6 +24,7 @@ from tfcourse.course import Course
 
 from .report import Note, SubmissionReport
 from .results import write_results
+from .sandbox.launch import SANDBOX_FOLDER
 
 GRADER_FILES = ("autograder", "source", "course.yaml")
 
@@ -148,7 +149,9 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
                       skip: list[str], hide: list[Path]) -> SubmissionReport:
     """Run the trusted grader in a child process; whatever it does, come back with a report."""
     limit = course.limit("submission_seconds") * 3 + 120
-    with tempfile.TemporaryDirectory(prefix="tfreport-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="tfreport-") as scratch, \
+            tempfile.TemporaryDirectory(prefix="tfgrade-") as sandboxes:
+        os.chmod(sandboxes, 0o711)           # the sandbox user must reach its folder inside
         out = Path(scratch) / "report.json"
         command = [sys.executable, "-m", "autograder", str(submission),
                    "--course", str(course.root), "--out", str(out), "--threads", str(threads)]
@@ -158,7 +161,9 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
             command += ["--skip", *skip]
         if hide:
             command += ["--hide", *map(str, hide)]
-        environment = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        # The grader's sandboxes go in `sandboxes`, so that they are removed even when the grader
+        # is killed before it can remove them itself.
+        environment = {**os.environ, SANDBOX_FOLDER: sandboxes, "PYTHONPATH": os.pathsep.join(
             [str(course.root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
         process = subprocess.Popen(command, cwd=course.root, env=environment, text=True,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -288,6 +288,11 @@ def survivors(marker: str) -> list[str]:
     return found
 
 
+def sandbox_folders() -> set[str]:
+    """The folders in the system's temporary folder that grading makes for its sandboxes."""
+    return {str(path) for path in Path(tempfile.gettempdir()).glob("tfgrade-*")}
+
+
 def cell_note(results: dict, label: int) -> str:
     """The note about one cell (by its position in the notebook)."""
     lines = [line for line in results["output"].splitlines() if f"cell {label} " in line]
@@ -387,8 +392,10 @@ def main_batch():
         (submitted / "exported").mkdir()
         (submitted / "exported" / "attention.py").write_text(SOLUTION["sdpa-code"])
         batch.before = hashes(submitted)
+        folders = sandbox_folders()
         batch.statuses = batch.grade()
         batch.survivors = survivors(TOKEN)
+        batch.leftovers = sandbox_folders() - folders
         yield batch
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -460,6 +467,7 @@ def test_no_process_outlives_its_grading(main_batch):
     note = cell_note(main_batch.results("crashes"), 4)
     sandbox = Path(re.search(r"sandbox at (\S+)", note).group(1)).parent
     assert survivors(str(sandbox)) == [] and not sandbox.exists()
+    assert main_batch.leftovers == set()
 
 
 def test_endless_loops_and_memory_hogs_cost_their_cell_and_their_check(main_batch):
@@ -558,8 +566,10 @@ def process_batch(tmp_path_factory):
     make_submission(submitted / "kill-parent", A, edit=inserted(KILL_PARENT))
     over_the_limits(submitted)
     batch.before = hashes(submitted)
+    folders = sandbox_folders()
     batch.statuses = batch.grade()
     batch.survivors = survivors(TOKEN)
+    batch.leftovers = sandbox_folders() - folders
     return batch
 
 
@@ -574,6 +584,7 @@ def test_process_mode_grades_everyone_else_when_the_grader_is_killed(process_bat
         assert results["score"] == 14
     assert set(statuses.values()) == {"graded"}
     assert process_batch.results("twin")["extra_data"]["notebooks"][0]["sandbox"] == "process"
+    assert process_batch.leftovers == set()          # not even from the grader that was killed
 
 
 def test_process_mode_crashes_and_leftovers(process_batch):

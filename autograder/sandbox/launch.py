@@ -32,6 +32,7 @@ from pathlib import Path
 HARNESS = ("worker.py", "channel.py", "standins.py")
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
+SANDBOX_FOLDER = "TFCOURSE_SANDBOX_FOLDER"  # where sandboxes are made (else the system's temp folder)
 SIGNAL_WORDS = {      # how a student's process ended, in words that follow "it"
     "SIGSEGV": "crashed with a segmentation fault (SIGSEGV: native code read memory it must not)",
     "SIGBUS": "crashed with a bus error (SIGBUS)",
@@ -205,7 +206,7 @@ class Sandbox:
         self.config = config
         self.mode, self.drop_to, self.warning = choose_mode(config)
         self.process: subprocess.Popen | None = None
-        self.base = Path(tempfile.mkdtemp(prefix="tfgrade-"))
+        self.base = Path(tempfile.mkdtemp(prefix="tfgrade-", dir=os.environ.get(SANDBOX_FOLDER)))
         self.work, self.lib = self.base / "work", self.base / "lib"
         self.output = bytearray()
         self.output_dropped = 0
