@@ -4,8 +4,10 @@
 
 1. One full submission (the solutions of all three assignments): each assignment on its own with
    --jobs 1, then all three in one command with --jobs 1 and with --jobs 2.
-2. A batch of four submissions (two copies each of the 01-attention and 02-layers solutions) with
-   --jobs 1 and with --jobs 2: the throughput ratio says how well parallel grading uses the cores.
+2. Two batches, each with --jobs 1 and with --jobs 2: four short submissions (two copies each of
+   the 01-attention and 02-layers solutions), then two students' full work (two copies of each
+   solution, 03-sorting included). The throughput ratio says how well parallel grading uses the
+   cores; the first batch is dominated by starting processes, the second by training.
 
 Times are wall-clock seconds of the whole command (interpreter start to exit), the best of
 --repeat runs, and the CPU seconds of every process it started (bench/proctree.py): on a shared
@@ -85,18 +87,22 @@ def main() -> int:
                   f"{usage.cpu:.1f} s cpu"
                   f"{short_of_full_marks(results)}")
 
-        batch = scratch / "batch"
-        for index, assignment in enumerate(("01-attention", "02-layers") * 2):
-            shutil.copytree(ROOT / "solutions" / assignment, batch / f"student{index + 1}")
-        print("\nfour submissions (2 x 01-attention, 2 x 02-layers)")
-        print(f"{'jobs':>4}  {'wall s':>6}  {'cpu s':>6}  {'submissions/min':>15}")
-        walls = {}
-        for jobs in (1, 2):
-            usage, results = best(options.repeat, [batch], jobs, scratch)
-            walls[jobs] = usage.wall
-            print(f"{jobs:4d}  {usage.wall:6.1f}  {usage.cpu:6.1f}  {4 * 60 / usage.wall:15.1f}"
-                  f"{short_of_full_marks(results)}")
-        print(f"throughput, 2 jobs against 1: {walls[1] / walls[2]:.2f}x")
+        batches = {"four submissions (2 x 01-attention, 2 x 02-layers)":
+                   ("01-attention", "02-layers") * 2,
+                   "six submissions: two students' full work (2 x each assignment)": ASSIGNMENTS * 2}
+        for title, assignments in batches.items():
+            batch = Path(tempfile.mkdtemp(prefix="batch-", dir=scratch))
+            for index, assignment in enumerate(assignments):
+                shutil.copytree(ROOT / "solutions" / assignment, batch / f"student{index + 1}")
+            print(f"\n{title}")
+            print(f"{'jobs':>4}  {'wall s':>6}  {'cpu s':>6}  {'submissions/min':>15}")
+            walls = {}
+            for jobs in (1, 2):
+                usage, results = best(options.repeat, [batch], jobs, scratch)
+                walls[jobs] = usage.wall
+                print(f"{jobs:4d}  {usage.wall:6.1f}  {usage.cpu:6.1f}  "
+                      f"{len(assignments) * 60 / usage.wall:15.1f}{short_of_full_marks(results)}")
+            print(f"throughput, 2 jobs against 1: {walls[1] / walls[2]:.2f}x")
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
     return 0
 

@@ -2,9 +2,8 @@
 
     .venv/bin/python bench/memory.py [--jobs N] [ASSIGNMENT...]
 
-Each assignment's solution is graded by `tfcourse grade ... --jobs 1` (--jobs 2 on two cores
-trains with one torch thread, as on Gradescope), and the memory of that command's whole process
-tree (the runner, the trusted grader, bubblewrap, the student's sandboxed process) is sampled every
+Each assignment's solution is graded by `tfcourse grade ... --jobs 1`, and the memory of that
+command's whole process tree (the runner, the trusted grader, bubblewrap, the student's sandboxed process) is sampled every
 0.1 s from /proc. Two sums are reported:
 
 - RSS: resident memory, summed over the processes. It counts the pages the processes share (the
