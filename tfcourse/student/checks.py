@@ -21,6 +21,10 @@ def use_language(lang: str) -> None:
     _settings["lang"] = lang
 
 
+def current_language() -> str:
+    return _settings["lang"]
+
+
 def _say(template: str, **params) -> str:
     return render(template, params, _settings["lang"])
 

@@ -11,14 +11,14 @@ import matplotlib.pyplot as plt
 import torch
 
 from ..i18n import phrase, render, translate
-from .checks import _settings
+from .checks import current_language
 
 
 def _say(text: str, **values) -> str:
     """A title or label in the notebook's language."""
     if values:
-        return render(text, values, _settings["lang"])
-    return translate(text, _settings["lang"]) if text else text
+        return render(text, values, current_language())
+    return translate(text, current_language()) if text else text
 
 
 def _labels(values, count):
