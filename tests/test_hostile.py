@@ -35,6 +35,7 @@ import yaml
 from conftest import ROOT, lost, make_submission, replace_in, scores, solution_cells
 
 from autograder.runner import grade_many
+from autograder.sandbox import launch
 from autograder.sandbox.launch import bwrap_works
 from tfcourse.course import load_course
 
@@ -549,6 +550,24 @@ def test_the_notebook_deadline_stops_grading(tmp_path):
     assert results["score"] == 0
     assert "not graded: the time for this notebook (6 s) ran out" in messages
     assert results["extra_data"]["notebooks"][0]["seconds"] < 6 + 10
+
+
+def test_an_interpreter_under_tmp_is_shown_in_the_sandbox(monkeypatch, tmp_path):
+    """A course folder in /tmp with its venv (a CI checkout, say): the sandbox empties /tmp, and
+    must show the interpreter again on top of that, or the student's process cannot start."""
+    if not bwrap_works():
+        pytest.skip("bubblewrap cannot run here")
+    venv = tmp_path / "course" / ".venv"
+    (venv / "lib").mkdir(parents=True)
+    monkeypatch.setattr(launch, "_interpreter_paths", lambda: [venv, venv / "lib"])
+    sandbox = launch.Sandbox(launch.SandboxConfig(isolation="bwrap", hide=[tmp_path / "course"]))
+    try:
+        command = sandbox._command(3, 4)
+    finally:
+        sandbox.close()
+    flags = list(zip(command, command[1:]))
+    emptied, shown = flags.index(("--tmpfs", "/tmp")), flags.index(("--ro-bind", str(venv)))
+    assert emptied < shown and command[shown + 2] == str(venv)
 
 
 # -- batch 2: a plain process (sandbox.isolation: process) -------------------------------------

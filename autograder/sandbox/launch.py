@@ -32,6 +32,7 @@ from pathlib import Path
 HARNESS = ("worker.py", "channel.py", "standins.py")
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
+TMP = Path("/tmp")                   # emptied in the sandbox
 SANDBOX_FOLDER = "TFCOURSE_SANDBOX_FOLDER"  # where sandboxes are made (else the system's temp folder)
 SIGNAL_WORDS = {      # how a student's process ended, in words that follow "it"
     "SIGSEGV": "crashed with a segmentation fault (SIGSEGV: native code read memory it must not)",
@@ -243,17 +244,20 @@ class Sandbox:
                   "--fd-in", str(fd_in), "--fd-out", str(fd_out)]
         if self.mode != "bwrap":
             return python
-        command = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        # An empty /tmp, then an empty folder over each hidden one outside it; the interpreter is
+        # shown again where it lies under one of them (a course folder in /tmp with its venv, say).
+        command = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                   "--tmpfs", str(TMP)]
         hidden = sorted({Path(p).resolve() for p in self.config.hide if Path(p).exists()}
                         | {Path(p) for p in ("/root", "/home") if Path(p).is_dir()}
                         | {Path(os.path.expanduser("~")).resolve()},
                         key=lambda p: len(p.parts))
-        hidden = [p for p in hidden if p != Path("/")]
+        hidden = [p for p in hidden if p != Path("/") and not _under(p, TMP)]
         for path in hidden:
             command += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null",
                                                                       str(path)]
-        command += _reveal(_interpreter_paths(), hidden)
-        command += ["--tmpfs", "/tmp", "--perms", "0755", "--dir", str(self.base),
+        command += _reveal(_interpreter_paths(), [*hidden, TMP])
+        command += ["--perms", "0755", "--dir", str(self.base),
                     "--bind", str(self.work), str(self.work),
                     "--ro-bind", str(self.lib), str(self.lib), "--chdir", str(self.work),
                     *_unshare_flags()]
