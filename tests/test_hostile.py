@@ -264,6 +264,15 @@ class Batch:
                               assignment=A, progress=False)
         return {o.name: o.status for o in outcomes}
 
+    def grade_and_watch(self) -> None:
+        """The first grading, and what it left: the input's hashes before it, each submission's
+        status, the processes still running, the sandbox folders still there."""
+        self.before = hashes(self.submitted)
+        folders = sandbox_folders()
+        self.statuses = self.grade()
+        self.survivors = survivors(TOKEN)
+        self.leftovers = sandbox_folders() - folders
+
     def results(self, name: str) -> dict:
         return json.loads((self.out / name / "results.json").read_text(encoding="utf-8"))
 
@@ -392,11 +401,7 @@ def main_batch():
         damaged(submitted, "renamed", lambda p: p.rename(p.with_name("attention (1).ipynb")))
         (submitted / "exported").mkdir()
         (submitted / "exported" / "attention.py").write_text(SOLUTION["sdpa-code"])
-        batch.before = hashes(submitted)
-        folders = sandbox_folders()
-        batch.statuses = batch.grade()
-        batch.survivors = survivors(TOKEN)
-        batch.leftovers = sandbox_folders() - folders
+        batch.grade_and_watch()
         yield batch
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -584,11 +589,7 @@ def process_batch(tmp_path_factory):
     make_submission(submitted / "crashes", A, edit=inserted(LINGER, *CRASHES))
     make_submission(submitted / "kill-parent", A, edit=inserted(KILL_PARENT))
     over_the_limits(submitted)
-    batch.before = hashes(submitted)
-    folders = sandbox_folders()
-    batch.statuses = batch.grade()
-    batch.survivors = survivors(TOKEN)
-    batch.leftovers = sandbox_folders() - folders
+    batch.grade_and_watch()
     return batch
 
 
