@@ -89,10 +89,12 @@ LABELS = {"title", "xlabel", "ylabel", "floor_label"}
 def plot_labels(source: str) -> set[str]:
     """The titles and labels a notebook's code gives to the show.* pictures."""
     tree = ast.parse(source.replace("\n%", "\n#"))
-    return {keyword.value.value for node in ast.walk(tree) if isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute) and getattr(node.func.value, "id", "") == "show"
-            for keyword in node.keywords if keyword.arg in LABELS
-            and isinstance(keyword.value, ast.Constant) and _is_message(keyword.value.value)}
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and isinstance(node.func, ast.Attribute)
+             and getattr(node.func.value, "id", "") == "show"]
+    return {keyword.value.value for node in calls for keyword in node.keywords
+            if keyword.arg in LABELS and isinstance(keyword.value, ast.Constant)
+            and _is_message(keyword.value.value)}
 
 
 @pytest.mark.parametrize("assignment", list(NOTEBOOK_OF))

@@ -33,7 +33,8 @@ HARNESS = ("worker.py", "channel.py", "standins.py")
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
 TMP = Path("/tmp")                   # emptied in the sandbox
-SANDBOX_FOLDER = "TFCOURSE_SANDBOX_FOLDER"  # where sandboxes are made (else the system's temp folder)
+# Where sandboxes are made (else in the system's temporary folder): the runner sets it.
+SANDBOX_FOLDER = "TFCOURSE_SANDBOX_FOLDER"
 SIGNAL_WORDS = {      # how a student's process ended, in words that follow "it"
     "SIGSEGV": "crashed with a segmentation fault (SIGSEGV: native code read memory it must not)",
     "SIGBUS": "crashed with a bus error (SIGBUS)",
