@@ -162,13 +162,12 @@ def _compiles(source: str) -> bool:
         return False
 
 
-_HIDDEN_TESTS = re.compile(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS\n?", re.DOTALL)
 _LANGUAGE = re.compile(r'use_language\("\w*"\)')
 
 
 def _as_released(source: str) -> str:
     """A read-only cell as students get it, in any edition: hidden tests out, language unset."""
-    return _LANGUAGE.sub("use_language()", _HIDDEN_TESTS.sub("", source)).strip()
+    return _LANGUAGE.sub("use_language()", notebook.strip_hidden_tests(source)).strip()
 
 
 def build_program(source_nb, submitted: dict | None) -> Program:

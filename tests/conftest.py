@@ -72,6 +72,35 @@ def lost(results: dict) -> set[str]:
     return {test["number"] for test in results["tests"] if test["status"] != "passed"}
 
 
+TRAINING = "trained.accuracy"     # the check that trains a model: skipped where it is not the point
+
+
+def lost_points(results: dict, skipped: set[str]) -> set[str]:
+    """The checks that scored less than their points, leaving out those that were skipped."""
+    return {test["number"] for test in results["tests"]
+            if test["score"] < test["max_score"] and test["number"] not in skipped}
+
+
+def grade_batches(course, items, root: Path, build) -> dict[str, tuple[dict, set[str]]]:
+    """Grade submissions as a class is graded, two at a time: `build(folder, item)` makes one for
+    each item (a bug, an alternative: with a `name`, and `train` when the training check counts).
+    Those that do not train are graded without it. item name -> (results, the checks skipped)."""
+    import json
+
+    from autograder.runner import grade_many
+
+    out = {}
+    for train in (False, True):
+        folders = [build(root / "submissions" / item.name, item)
+                   for item in items if item.train == train]
+        skip = [] if train else [TRAINING]
+        for outcome in grade_many(course, folders, root / "graded", jobs=2, lang="en",
+                                  progress=False, skip=skip):
+            results = json.loads((outcome.folder / "results.json").read_text())
+            out[outcome.name] = (results, set(skip))
+    return out
+
+
 @pytest.fixture(scope="session")
 def grade(course):
     """grade(path, assignment=None, skip=()) -> Gradescope-style results of one submission."""

@@ -11,11 +11,8 @@ import nbformat
 import pytest
 
 from alternatives import ALTERNATIVES
-from conftest import make_submission
+from conftest import grade_batches, lost_points, make_submission
 from tfcourse import notebook
-
-TRAINING = "trained.accuracy"
-
 
 def build(folder, alternative):
     def add_cells(nb):
@@ -29,18 +26,8 @@ def build(folder, alternative):
 
 @pytest.fixture(scope="module")
 def graded(course, tmp_path_factory):
-    """alternative name -> its Gradescope-style results."""
-    from autograder.runner import grade_many
-
-    root = tmp_path_factory.mktemp("alternatives")
-    out = {}
-    for train in (False, True):
-        batch = [alt for alt in ALTERNATIVES if alt.train == train]
-        folders = [build(root / "submissions" / alt.name, alt) for alt in batch]
-        for outcome in grade_many(course, folders, root / "graded", jobs=2, lang="en",
-                                  progress=False, skip=[] if train else [TRAINING]):
-            out[outcome.name] = json.loads((outcome.folder / "results.json").read_text())
-    return out
+    """alternative name -> (its Gradescope-style results, the checks skipped)."""
+    return grade_batches(course, ALTERNATIVES, tmp_path_factory.mktemp("alternatives"), build)
 
 
 def test_enough_alternatives_and_one_trained():
@@ -50,9 +37,8 @@ def test_enough_alternatives_and_one_trained():
 
 @pytest.mark.parametrize("alternative", ALTERNATIVES, ids=[alt.name for alt in ALTERNATIVES])
 def test_alternative_gets_full_marks(graded, alternative):
-    results = graded[alternative.name]
-    skipped = set() if alternative.train else {TRAINING}
+    results, skipped = graded[alternative.name]
     failed = {test["number"]: test["output"] for test in results["tests"]
-              if test["score"] < test["max_score"] and test["number"] not in skipped}
+              if test["number"] in lost_points(results, skipped)}
     assert results["max_score"] > 0
     assert not failed, json.dumps(failed, indent=1)

@@ -10,12 +10,9 @@ import json
 import pytest
 
 from catalogue import attention, groups, layers, sorting
-from conftest import make_submission, replace_in, solution_cells
+from conftest import grade_batches, lost_points, make_submission, replace_in, solution_cells
 
 BUGS = attention.BUGS + layers.BUGS + sorting.BUGS
-TRAINING = "trained.accuracy"
-
-
 def build(folder, bug):
     cells = solution_cells(bug.assignment)
     answers = {}
@@ -27,28 +24,15 @@ def build(folder, bug):
     return make_submission(folder, bug.assignment, answers=answers)
 
 
-def lost_points(results: dict, skipped: set) -> set:
-    return {test["number"] for test in results["tests"]
-            if test["score"] < test["max_score"] and test["number"] not in skipped}
-
-
 @pytest.fixture(scope="module")
 def graded(course, tmp_path_factory):
     """bug name -> (tests that lost points, their messages), every bug graded once."""
-    from autograder.runner import grade_many
-
-    root = tmp_path_factory.mktemp("catalogue")
     out = {}
-    for train in (False, True):
-        batch = [bug for bug in BUGS if bug.train == train]
-        folders = [build(root / "submissions" / bug.name, bug) for bug in batch]
-        skip = [] if train else [TRAINING]
-        for outcome in grade_many(course, folders, root / "graded", jobs=2, lang="en",
-                                  progress=False, skip=skip):
-            results = json.loads((outcome.folder / "results.json").read_text())
-            lost = lost_points(results, set(skip))
-            out[outcome.name] = (lost, {test["number"]: test["output"] for test in results["tests"]
-                                        if test["number"] in lost})
+    for name, (results, skipped) in grade_batches(course, BUGS, tmp_path_factory.mktemp(
+            "catalogue"), build).items():
+        lost = lost_points(results, skipped)
+        out[name] = (lost, {test["number"]: test["output"] for test in results["tests"]
+                            if test["number"] in lost})
     return out
 
 

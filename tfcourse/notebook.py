@@ -19,6 +19,7 @@ from pathlib import Path
 
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
 _MARKER_LINE = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
+_HIDDEN_TESTS = re.compile(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS\n?", re.DOTALL)
 
 
 class Node(dict):
@@ -98,6 +99,11 @@ def lang(cell) -> str | None:
 
 def strip_solution_markers(source: str) -> str:
     return _MARKER_LINE.sub("", source)
+
+
+def strip_hidden_tests(source: str) -> str:
+    """A test cell's source as students get it: without its hidden part."""
+    return _HIDDEN_TESTS.sub("", source)
 
 
 def cells_with_role(nb, wanted: str) -> list:

@@ -7,7 +7,6 @@ for that reason. Hidden checks are not run here; they run when the notebook is g
 """
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
 
@@ -17,8 +16,6 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from .. import notebook
 from ..i18n import render
-
-_HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS\n?", re.DOTALL)
 
 
 def _error(outputs) -> str | None:
@@ -59,7 +56,7 @@ def run_visible_checks(path: Path, timeout: int = 600) -> int:
             cell.outputs, cell.execution_count = [], None
     tests = [cell for cell in nb.cells if notebook.is_test(cell)]
     for cell in tests:
-        cell.source = _HIDDEN.sub("", cell.source)
+        cell.source = notebook.strip_hidden_tests(cell.source)
     client = NotebookClient(nb, timeout=timeout, allow_errors=True,
                             resources={"metadata": {"path": str(path.resolve().parent)}})
     print(say("running {path} as it is saved on disk (its training cells too, so this can take a "
