@@ -19,7 +19,7 @@ from nbgrader.preprocessors import (  # noqa: E402
     ClearSolutions, ComputeChecksums, GetGrades, IgnorePattern, IncludeHeaderFooter,
     InstantiateTests, LimitOutput, LockCells, SaveAutoGrades, SaveCells)
 
-from autograder.nbgrader import TrustedExecute  # noqa: E402
+from autograder.nbgrader import ExecuteSolution, SafeCollect, SandboxedGrade  # noqa: E402
 from tfcourse.build.language import SelectLanguage  # noqa: E402
 from tfcourse.course import load_course  # noqa: E402
 
@@ -36,13 +36,17 @@ c.GenerateAssignment.preprocessors = [
     CheckCellMetadata, ComputeChecksums, SaveCells, ClearHiddenTests, ClearMarkScheme,
     ComputeChecksums, CheckCellMetadata]
 c.GenerateSolution.preprocessors = [
-    SelectLanguage, IncludeHeaderFooter, LockCells, ClearOutput, ClearMarkScheme, TrustedExecute]
-# Execute is replaced by TrustedExecute: verdicts come from the sandboxed grader.
+    SelectLanguage, IncludeHeaderFooter, LockCells, ClearOutput, ClearMarkScheme, ExecuteSolution]
+# nbgrader's Execute is replaced by SandboxedGrade: verdicts come from the sandboxed grader, and no
+# student cell runs in a kernel (Execute would run them outside the sandbox, as the instructor).
 c.Autograde.autograde_preprocessors = [
-    TrustedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+    SandboxedGrade, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
     AssignLatePenalties, CheckCellMetadata]
+# Collecting keeps a link a student left in the exchange as a link (nbgrader's own copy follows it,
+# as you), and SandboxedGrade refuses it.
+c.ExchangeFactory.collect = SafeCollect
 # nbgrader's feedback shows the autograded notebook, whose test cells hold the hidden tests again
 # (autograde restores them from the gradebook): clear them before the page is written.
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
-# The training demo takes up to a minute; give cells room.
-c.TrustedExecute.timeout = 600
+# The solutions' training demo takes up to a minute; give cells room.
+c.ExecuteSolution.timeout = 600

@@ -1,12 +1,18 @@
 """The trusted grader process: `python -m autograder SUBMISSION --course DIR --out REPORT.json`.
 
-Grades one submission and writes its report as JSON (atomically). The student's sandbox is started
-before the graders are imported, so that both interpreters load torch at the same time: a few
-seconds saved on every submission. Whatever goes wrong, a report is written.
+Grades one submission and writes its report as JSON (atomically, readable by its owner only). The
+student's sandbox is started before the graders are imported, so that both interpreters load torch
+at the same time: a few seconds saved on every submission. Whatever goes wrong, a report is written,
+and it lists every check of the assignment when the assignment is known.
+
+Started by the runner, it dies with it: the runner's pid comes in TFCOURSE_GRADER_PARENT, and the
+kernel sends this process SIGKILL when that process ends (PR_SET_PDEATHSIG), even by SIGKILL.
 """
 import argparse
+import ctypes
 import json
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -14,26 +20,58 @@ from pathlib import Path
 from tfcourse.course import load_course
 
 from .reference import helper_files
-from .report import SubmissionReport
+from .report import Note, SubmissionReport
 from .sandbox.launch import Sandbox, SandboxConfig, set_subreaper
-from .submission import find_notebooks
+from .submission import KIND_WORDS, find_notebooks, kind_inside, split_submission
+
+PR_SET_PDEATHSIG = 1
+PARENT_VARIABLE = "TFCOURSE_GRADER_PARENT"      # runner.PARENT_VARIABLE
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Grade one submission (trusted process).")
-    parser.add_argument("submission", type=Path)
-    parser.add_argument("--course", type=Path, required=True)
-    parser.add_argument("--out", type=Path, required=True, help="where to write the JSON report")
-    parser.add_argument("--assignment")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--skip", nargs="*", default=[])
-    parser.add_argument("--hide", nargs="*", default=[], type=Path)
-    options = parser.parse_args(argv)
-    set_subreaper()
+def die_with_parent() -> None:
+    """SIGKILL for this process when the runner that started it ends. A runner that ended before
+    this was set is seen in getppid (this process has another parent by then)."""
+    parent = os.environ.pop(PARENT_VARIABLE, "")
+    if not parent.isdigit():
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != int(parent):
+        os._exit(1)
+
+
+def refused_root(course, submission: Path, within: Path | None, assignment_id: str | None):
+    """The report for a submission that is itself a link, a pipe or a device: never followed nor
+    opened; every check of its assignment (when known) at 0, and a note that says why."""
+    from .runner import zero_report
+
+    base, parts = split_submission(submission, within)
+    kind = kind_inside(base, parts)
+    if kind in ("file", "folder", "missing"):
+        return None
+    if assignment_id is None:
+        assignment_id = course.assignment_of_notebook(parts[-1])
+        assignment_id = assignment_id.id if assignment_id else None
+    report = zero_report(course, assignment_id, submission.name,
+                         "not graded: the notebook could not be read")
+    report.notes.append(Note("{name} is {what}; only regular files and folders are graded",
+                             {"name": parts[-1], "what": KIND_WORDS[kind]}, "error"))
+    return report
+
+
+def grade(options) -> dict:
+    """Grade the submission of the command line; the report as plain data."""
     sandbox = None
+    assignment_id = options.assignment
     try:
         course = load_course(options.course)
-        assignment_id, notebooks = find_notebooks(course, options.submission, options.assignment)
+        refused = refused_root(course, options.submission, options.within, assignment_id)
+        if refused is not None:
+            return refused.to_dict()
+        assignment_id, notebooks = find_notebooks(course, options.submission, assignment_id,
+                                                  options.within)
         config = None
         if assignment_id is not None:
             config = SandboxConfig.from_course(course, helper_files(course, assignment_id),
@@ -45,15 +83,55 @@ def main(argv=None) -> int:
 
         report = grade_submission(course, options.submission, assignment_id, notebooks, config,
                                   skip=frozenset(options.skip), prestarted=sandbox)
-        data = report.to_dict()
+        return report.to_dict()
     except Exception:                                # a grader bug: say so, score nothing
         if sandbox is not None:
             sandbox.close()
-        data = SubmissionReport(options.assignment or "", options.submission.name,
-                                error=traceback.format_exc()).to_dict()
-    temporary = options.out.with_name(f".{options.out.name}.tmp")
-    temporary.write_text(json.dumps(data, default=str), encoding="utf-8")
-    os.replace(temporary, options.out)
+        return failed(options, assignment_id, traceback.format_exc())
+
+
+def failed(options, assignment_id: str | None, problem: str) -> dict:
+    """The report of a grader that failed: every check of the assignment (when known) at 0."""
+    try:
+        from .runner import failure_report
+
+        course = load_course(options.course)
+        report = failure_report(course, options.submission, assignment_id, problem,
+                                options.within)
+    except Exception:                                # not even the course: say so, plainly
+        report = SubmissionReport(assignment_id or "", options.submission.name, error=problem)
+    return report.to_dict()
+
+
+def write_report(path: Path, data: dict) -> None:
+    """The report as JSON, all at once, readable by its owner only."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(handle, "w", encoding="utf-8") as stream:
+        stream.write(json.dumps(data, default=str))
+    os.replace(temporary, path)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Grade one submission (trusted process).")
+    parser.add_argument("submission", type=Path)
+    parser.add_argument("--course", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True, help="where to write the JSON report")
+    parser.add_argument("--within", type=Path, help="the instructor's folder the submission was "
+                        "found in: no link below it is followed (default: the one above it)")
+    parser.add_argument("--assignment")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--skip", nargs="*", default=[])
+    parser.add_argument("--hide", nargs="*", default=[], type=Path)
+    options = parser.parse_args(argv)
+    die_with_parent()                  # before any sandbox is started
+    set_subreaper()
+    data = grade(options)
+    try:
+        write_report(options.out, data)
+    except (ValueError, RecursionError, MemoryError):  # something in it cannot be written
+        write_report(options.out, failed(options, data.get("assignment") or None,
+                                         traceback.format_exc()))
     return 0
 
 

@@ -38,12 +38,40 @@ class Fail(Exception):
 
 
 # -- checking values -----------------------------------------------------------------------------
+# Everything the student's process sends back is data to check before it is compared: its type, the
+# kind of its dtype, its shape and, for floating point, that every value is finite. A reply of the
+# wrong kind never compares equal (`torch.ones(..., dtype=torch.bool)` is not an attention output),
+# and NaN or infinity never passes.
+def dtype_kind(tensor: torch.Tensor) -> str:
+    """"bool", "integer", "floating" or "complex": what comparisons may mix."""
+    if tensor.dtype == torch.bool:
+        return "bool"
+    if tensor.is_complex():
+        return "complex"
+    return "floating" if tensor.is_floating_point() else "integer"
+
+
 def as_tensor(value, what: str) -> torch.Tensor:
     if isinstance(value, dict) and "$unsendable" in value:
         raise Fail("{what} should be a tensor, not {kind}", what=what, kind=value["$unsendable"])
     if not isinstance(value, torch.Tensor):
         raise Fail("{what} should be a tensor, not {kind}", what=what, kind=type(value).__name__)
     return value
+
+
+def expect_kind(value, kind: str, what: str) -> torch.Tensor:
+    """`value` as a tensor whose dtype is of `kind` ("floating", "integer", "bool"); a floating
+    tensor must hold only finite numbers."""
+    tensor = as_tensor(value, what)
+    got = dtype_kind(tensor)
+    if got != kind:
+        words = {"floating": "a floating-point tensor", "integer": "an integer tensor (token ids)",
+                 "bool": "a bool tensor", "complex": "a complex tensor"}
+        raise Fail("{what} should be {kind}, not {dtype}", what=what, kind=words[kind],
+                   dtype=str(tensor.dtype).replace("torch.", ""))
+    if kind == "floating" and not bool(torch.isfinite(tensor).all()):
+        raise Fail("{what} contains NaN or infinity", what=what)
+    return tensor
 
 
 def expect_shape(value, shape, what: str) -> torch.Tensor:
@@ -54,15 +82,27 @@ def expect_shape(value, shape, what: str) -> torch.Tensor:
     return tensor
 
 
-def close(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> bool:
-    if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(expected.shape):
+def expect_like(value, expected: torch.Tensor, what: str) -> torch.Tensor:
+    """`value` with the shape and dtype kind of `expected` (finite, when floating)."""
+    expect_shape(value, tuple(expected.shape), what)
+    return expect_kind(value, dtype_kind(expected), what)
+
+
+def close(got, expected, atol: float, rtol: float) -> bool:
+    """Whether `got` is `expected` within tolerance: a tensor of the same shape and dtype kind,
+    finite where floating (NaN and infinity never pass), then the values."""
+    if not isinstance(got, torch.Tensor) or not isinstance(expected, torch.Tensor):
         return False
-    if got.dtype == torch.bool or expected.dtype == torch.bool:
-        return torch.equal(got.bool(), expected.bool())
+    if tuple(got.shape) != tuple(expected.shape) or dtype_kind(got) != dtype_kind(expected):
+        return False
+    if dtype_kind(got) in ("bool", "integer"):
+        return torch.equal(got.long(), expected.long())
+    if dtype_kind(got) == "complex":
+        return False
     got, expected = got.double(), expected.double()
-    if torch.isnan(got).any() != torch.isnan(expected).any():
+    if not bool(torch.isfinite(got).all()) or not bool(torch.isfinite(expected).all()):
         return False
-    return bool(torch.allclose(got, expected, atol=atol, rtol=rtol, equal_nan=True))
+    return bool(torch.allclose(got, expected, atol=atol, rtol=rtol))
 
 
 def largest_gap(got: torch.Tensor, expected: torch.Tensor) -> float:
@@ -70,6 +110,18 @@ def largest_gap(got: torch.Tensor, expected: torch.Tensor) -> float:
         return float((got.double() - expected.double()).abs().nan_to_num(math.inf).max())
     except (RuntimeError, TypeError):
         return math.inf
+
+
+def expect_varies(first, second, what: str, change: str) -> None:
+    """An invariance check means something only for an output that depends on its input: the
+    outputs for two inputs that differ where they must matter (`change`) must differ. Constant
+    and degenerate outputs (zeros, ones, a fixed tensor) fail here, before any invariance."""
+    first = expect_kind(first, "floating", what)
+    second = expect_kind(second, "floating", what)
+    if tuple(first.shape) == tuple(second.shape) and bool(torch.allclose(
+            first.double(), second.double(), atol=1e-6, rtol=1e-5)):
+        raise Fail("{what} did not change when {change}: the output must depend on its input",
+                   what=what, change=change)
 
 
 def pair(value, what: str):
@@ -94,25 +146,87 @@ def swapped(namespace: dict, name: str, value):
 
 
 # -- what a check works with ---------------------------------------------------------------------
+def compare_parameters(got: dict[str, list[int]], identity: dict[str, int],
+                       expected: dict[str, list[int]]) -> tuple[list, list, list]:
+    """(missing, unexpected, wrong shape) between a module's parameters and the contract's.
+
+    `got` has every name under which a parameter is reachable (aliases through containers, tied
+    weights) and `identity` which tensor each name is. A name of the contract must be there with
+    its shape; a tensor that no name of the contract reaches is unexpected (named once, by its
+    first name); other names of a tensor the contract reaches are aliases, and fine."""
+    missing = sorted(set(expected) - set(got))
+    wrong = sorted(name for name in set(got) & set(expected) if got[name] != expected[name])
+    reached = {identity.get(name, name) for name in set(got) & set(expected)}
+    unexpected, seen = [], set()
+    for name in got:
+        key = identity.get(name, name)
+        if key not in reached and key not in seen:
+            unexpected.append(name)
+            seen.add(key)
+    return missing, sorted(unexpected), wrong
+
+
+def _checked_description(info) -> dict:
+    """A module's description as the student's process sent it, keeping only well-formed entries:
+    params [name, shape, tensor id] and children [name, type, id]. It is data, like any reply."""
+    if not isinstance(info, dict):
+        return {}
+
+    def is_shape(value):
+        return isinstance(value, list) and len(value) <= 8 and all(
+            isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 1 << 31 for n in value)
+
+    params = [entry for entry in info.get("params", []) if isinstance(entry, list)
+              and len(entry) == 3 and isinstance(entry[0], str) and is_shape(entry[1])
+              and isinstance(entry[2], int)] if isinstance(info.get("params"), list) else []
+    children = [entry for entry in info.get("children", []) if isinstance(entry, list)
+                and len(entry) == 3 and all(isinstance(x, str) for x in entry[:2])
+                and isinstance(entry[2], int)] if isinstance(info.get("children"), list) else []
+    return {**{k: v for k, v in info.items() if k in ("module", "type")},
+            "params": params, "children": children}
+
+
 class Handle:
     """A module living in the student's process, known here by name."""
 
     def __init__(self, context: "Context", name: str, info: dict | None = None):
-        self.context, self.name, self.info = context, name, info or {}
+        self.context, self.name, self.info = context, name, _checked_description(info)
 
     @property
     def parameters(self) -> dict[str, list[int]]:
-        return {name: shape for name, shape in self.info.get("params", [])}
+        """Every name under which a parameter is reachable -> its shape."""
+        return {entry[0]: entry[1] for entry in self.info.get("params", [])}
 
-    def count(self) -> int:
-        return sum(math.prod(shape) for shape in self.parameters.values())
+    @property
+    def identity(self) -> dict[str, int]:
+        """Name -> which tensor it is: two names of one tensor have the same number."""
+        return {entry[0]: entry[2] for entry in self.info.get("params", [])}
+
+    def count(self, names=None) -> int:
+        """How many numbers the parameters hold, each tensor once however many names it has;
+        only those under `names` when given."""
+        sizes = {}
+        for name, shape in self.parameters.items():
+            if names is None or name in names:
+                sizes[self.identity[name]] = math.prod(shape)
+        return sum(sizes.values())
+
+    def compare(self, expected: dict[str, list[int]]) -> tuple[list, list, list]:
+        return compare_parameters(self.parameters, self.identity, expected)
 
     def load(self, state: dict) -> tuple[list[str], list[str]]:
-        """Load reference weights by name: (missing parameter names, unexpected names)."""
+        """Load reference weights by name: (missing parameter names, unexpected names). A name
+        that is only another name of a tensor that was loaded (an alias) is not missing."""
         result = self.context.request("load", handle=self.name, state=state)
-        params = set(self.parameters)
-        missing = [name for name in result["missing"] if name in params]
-        return missing, list(result["unexpected"])
+        if not isinstance(result, dict):
+            result = {}
+        names = {key: [name for name in result.get(key, []) if isinstance(name, str)]
+                 if isinstance(result.get(key), list) else [] for key in ("missing", "unexpected")}
+        identity = self.identity
+        loaded = {identity[name] for name in state if name in identity}
+        missing = [name for name in names["missing"]
+                   if name in identity and identity[name] not in loaded]
+        return missing, names["unexpected"]
 
     def run(self, *args, method: str = "__call__", train: bool = False, seed: int | None = None,
             swap_globals: dict | None = None, timeout: float | None = None, **kwargs):
@@ -136,6 +250,7 @@ class Handle:
         return self.context.request("calls", handle=self.name)
 
     def state(self) -> dict:
+        """The module's tensors by name, as the student's process sends them: data to check."""
         return self.context.request("state", handle=self.name)
 
     def ref(self) -> dict:
@@ -189,6 +304,39 @@ class Context:
         self.request("probe", handle=name, kind=kind, options=options)
         return Handle(self, name), standins.probe(kind, **options)
 
+    def remote_probe(self, kind: str, **options) -> tuple[Handle, dict]:
+        """A stand-in model whose answers are computed here, by a twin built from `options`;
+        the student's process holds only a handle. Returns the handle and the counts of its
+        calls, kept on this side ({"encode": n, "decode": n})."""
+        name = self._name()
+        twin = standins.probe(kind, **options)
+        counts = {"encode": 0, "decode": 0}
+        vocab = int(options["vocab_size"])
+
+        def answer(method: str, args):
+            if method not in counts or not isinstance(args, list) or len(args) != (
+                    1 if method == "encode" else 2):
+                raise ValueError(f"unknown call {method}")
+            tokens = args[0]
+            if not isinstance(tokens, torch.Tensor) or dtype_kind(tokens) != "integer" or \
+                    tokens.dim() != 2 or tokens.numel() > 1 << 16 or tokens.numel() == 0 or \
+                    int(tokens.min()) < 0 or int(tokens.max()) >= vocab:
+                raise ValueError(f"{method} takes token ids [B, T] below {vocab}")
+            counts[method] += 1
+            with torch.no_grad():
+                if method == "encode":
+                    return twin.encode(tokens.long())
+                memory = args[1]
+                if not isinstance(memory, torch.Tensor) or dtype_kind(memory) != "floating" or \
+                        memory.dim() != 3 or memory.shape[0] != tokens.shape[0] or \
+                        memory.shape[-1] != twin.src_table.shape[1] or memory.numel() > 1 << 20:
+                    raise ValueError("decode takes the memory that encode returned")
+                return twin.decode(tokens.long(), memory.float())
+
+        self.session.callbacks[name] = answer
+        self.request("probe", handle=name, kind="remote", options={"vocab_size": vocab})
+        return Handle(self, name), counts
+
     def global_calls(self, name: str) -> list[dict]:
         """Calls a global stand-in (swapped in with swap_globals) received."""
         return self.request("calls", handle=name)
@@ -198,7 +346,7 @@ class Context:
         return self.ref[cls](*args, **kwargs).eval()
 
     def expect_close(self, got, expected: torch.Tensor, what: str, hint: str = "") -> None:
-        got = expect_shape(got, tuple(expected.shape), what)
+        got = expect_like(got, expected, what)
         if not close(got, expected, self.atol, self.rtol):
             gap = largest_gap(got, expected)
             if hint:

@@ -55,11 +55,18 @@ def grade_notebook(course: Course, assignment_id: str, notebook_name: str, path:
             report.tests += _zero(group, "not graded: the notebook could not be read")
         return report
 
+    static = rules.check([(cell.label, cell.source) for cell in program.cells if cell.from_student],
+                         course.forbidden_names(),
+                         context=[cell.source for cell in program.cells if not cell.from_student],
+                         stubs={stub for group in assignment.checks for stub in group.stubs},
+                         known_modules=assignment.uses)
+    if static.unchecked:            # not valid Python: those cells fail to run as well
+        report.extra["rules_unchecked"] = [{"cell": label, "why": why}
+                                           for label, why in static.unchecked]
+    # The time for the student's code starts now: reading it (above) is the grader's own time.
     deadline = time.monotonic() + course.limit("submission_seconds")
     session = StudentSession(program.cells, config, course.forbidden_names(),
                              course.limit("cell_seconds"), deadline, prestarted=prestarted)
-    student_sources = [cell.source for cell in program.cells if cell.from_student]
-    static = rules.violations(student_sources, course.forbidden_names())
     ref = reference(course, assignment_id)
     context = Context(session, ref, course, assignment, course.limit("check_seconds"))
     context.extra = report.extra
@@ -126,10 +133,12 @@ def _grade_group(context, session, group, static, skip) -> list[TestResult]:
     if missing:
         return _zero(group, "{names} is not defined: was its cell deleted, renamed or left "
                             "with an error?", {"names": ", ".join(missing)})
-    broken = sorted({api for stub in group.stubs for api in static.get(stub, ())})
+    broken = static.messages(group.stubs)
     if broken:
-        return _zero(group, "{stubs} uses {apis}, which the course's rules do not allow here",
-                     {"stubs": ", ".join(group.stubs), "apis": ", ".join(broken)})
+        shown = "; ".join(broken[:3]) + (f"; and {len(broken) - 3} more" * (len(broken) > 3))
+        return _zero(group, "{reasons}; the course's rules do not allow this here, so write the "
+                            "attention yourself",
+                     {"stubs": ", ".join(group.stubs), "reasons": shown})
     session.tripped.clear()
     for name, points in group.tests.items():
         test_id = f"{group.id}.{name}"

@@ -51,8 +51,10 @@ cd "$(dirname "$0")"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 # bubblewrap isolates student code where the container allows it; setpriv (util-linux) drops to
-# the unprivileged user inside it. Elsewhere the sandbox falls back to a plain process run as that
-# user, which is why the Python below must be readable by everyone.
+# the unprivileged user inside it. Gradescope's containers usually allow no user namespaces: there
+# student code runs as a plain process as that user (`nobody`), which course.yaml must accept
+# (sandbox.accept_weaker: process), and which is why the Python below must be readable and runnable
+# by everyone.
 apt-get install -y -qq --no-install-recommends \\
     python3 python3-venv python3-pip bubblewrap util-linux ca-certificates
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' || {
@@ -68,6 +70,10 @@ python3 -m venv /opt/tfcourse
 /opt/tfcourse/bin/pip install -q .
 chmod -R a+rX /opt/tfcourse
 /opt/tfcourse/bin/python -c "import torch, tfcourse; print('torch', torch.__version__, 'ready')"
+# How student code will be isolated here, checked now rather than on every submission: the image
+# is not built when grading would refuse to run student code (the message says how to fix it).
+# This also measures, once, what torch maps at import (the sandbox's address-space backstop).
+/opt/tfcourse/bin/python -m autograder.sandbox.launch .
 """
 
 RUN_AUTOGRADER = """\

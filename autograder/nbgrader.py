@@ -1,21 +1,34 @@
-"""nbgrader's side: a preprocessor that puts the trusted grader's verdicts into the test cells.
+"""nbgrader's side: preprocessors that put the trusted grader's verdicts into the test cells.
 
-`TrustedExecute` takes the place of nbgrader's `Execute` in `nbgrader autograde` (and in building the
-solutions). It grades the notebook with the same runner as `tfcourse grade` (student code in a
-sandbox, verdicts computed outside it), then executes the notebook in a kernel as nbgrader always
-does, so the formgrader shows the student's outputs, and finally writes each test cell's output from
-the verdict: nothing for full marks, the points as the cell's result for part marks, an error for
-none. What runs in the kernel cannot change a score, and a warning printed on stderr cannot zero a
-cell, so `nbgrader autograde` gives the same points as `tfcourse grade`.
+- `SandboxedGrade` takes the place of nbgrader's `Execute` in `nbgrader autograde`. It grades the
+  notebook with the same runner as `tfcourse grade` (student code in the sandbox, verdicts computed
+  outside it) and writes each test cell's output from the verdict: nothing for full marks, the
+  points as the cell's result for part marks, an error for none. It starts no kernel: nbgrader's
+  Execute would run every student cell again, outside the sandbox, as whoever runs autograde, where
+  one cell could rewrite the graders, read `source/` or edit `gradebook.db`. So student code runs
+  only in the sandbox, and a warning printed on stderr cannot zero a cell: `nbgrader autograde`
+  gives the same points as `tfcourse grade`. The autograded notebook keeps the student's code
+  without outputs (nbgrader's sanitizing step clears them).
+- `SafeCollect` is nbgrader's collect, except that a link a student left in the exchange stays a
+  link in `submitted/` (nbgrader's copy would follow it, as the instructor, and bring back whatever
+  it points to, such as the solutions); `SandboxedGrade` then refuses any notebook that is not a
+  regular file.
+- `ExecuteSolution` is for `generate_solution` only: it runs the course's own solution notebook
+  (from `source/`, written by the instructor) in a kernel, so that the solutions show their plots,
+  then scores it like `SandboxedGrade`. It refuses any notebook outside the course's `source/`.
 """
 from __future__ import annotations
 
+import os
+import shutil
 import tempfile
 from pathlib import Path
 
 import nbformat
 from nbformat.v4 import new_output
-from nbgrader.preprocessors import Execute
+from nbgrader.exchange.default.collect import ExchangeCollect
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from nbgrader.utils import ignore_patterns
 from traitlets import Bool, Unicode
 
 from tfcourse import notebook as nbtools
@@ -23,7 +36,8 @@ from tfcourse.course import load_course
 
 from .report import SubmissionReport
 from .results import say
-from .runner import grade_in_child, student_threads
+from .runner import grade_in_child, student_threads, zero_report
+from .submission import KIND_WORDS, kind_inside
 
 COURSE_ROOT = Path(__file__).resolve().parents[1]
 PLACEHOLDER = "# graded by tfcourse's autograder (see this cell's output)"
@@ -67,35 +81,80 @@ def verdict_outputs(report: SubmissionReport, group, lang: str) -> list:
                        traceback=summary.splitlines())]
 
 
-class TrustedExecute(Execute):
-    """nbgrader's Execute, with test cells scored by tfcourse's sandboxed grader."""
+def _score_test_cells(nb, resources, lang_option: str, execute=None):
+    """Grade `nb` in the sandbox, blank the test cells while `execute(nb, resources)` (if any)
+    runs, then write the verdicts into them. Returns (nb, resources)."""
+    course = load_course(COURSE_ROOT)
+    assignment = course.assignment(resources["nbgrader"]["assignment"])
+    name = resources["nbgrader"]["notebook"] + ".ipynb"
+    lang = lang_option or course.language
+    kind = _submitted_kind(resources, assignment.id, name)
+    if kind in ("file", None):
+        report = grade_with_runner(nb, assignment.id, name)
+    else:
+        report = zero_report(course, assignment.id, name, "not graded: {name} is {what}; only "
+                                                          "regular files are graded",
+                             {"name": name, "what": KIND_WORDS.get(kind, kind)})
+    tests, sources = {}, {}
+    for cell in nb.cells:
+        gid = nbtools.grade_id(cell)
+        if nbtools.is_test(cell) and gid:
+            tests[gid] = cell
+            sources[gid] = cell.source
+            cell.source = PLACEHOLDER
+    if execute is not None:
+        nb, resources = execute(nb, resources)
+    for group in assignment.checks:
+        cell = tests.get(group.id)
+        if cell is not None:
+            cell.source = sources[group.id]
+            cell.outputs = verdict_outputs(report, group, lang)
+    resources.setdefault("tfcourse", {})["report"] = report.to_dict()
+    return nb, resources
 
-    execute_student_cells = Bool(
-        True, help="Also run the notebook in a kernel, as nbgrader does, so that its outputs are "
-                   "kept (scores never depend on it).").tag(config=True)
+
+def _submitted_kind(resources, assignment_id: str, name: str) -> str | None:
+    """What the student's submitted notebook is on disk ("file", "link", ...), read without
+    following any link below the course's `submitted/` folder; None outside autograde."""
+    student = resources["nbgrader"].get("student")
+    submitted = COURSE_ROOT / "submitted"
+    if not student or not submitted.is_dir() or os.environ.get("NBGRADER_EXECUTION") != "autograde":
+        return None
+    kind = kind_inside(submitted, (str(student), assignment_id, name))
+    return None if kind == "missing" else kind
+
+
+class SafeCollect(ExchangeCollect):
+    """nbgrader's collect, keeping links as links (see the module's docstring)."""
+
+    def do_copy(self, src, dest, log=None):
+        shutil.copytree(src, dest, symlinks=True,
+                        ignore=ignore_patterns(exclude=self.coursedir.ignore,
+                                               include=self.coursedir.include,
+                                               max_file_size=self.coursedir.max_file_size,
+                                               log=self.log))
+
+
+class SandboxedGrade(NbGraderPreprocessor):
+    """nbgrader autograde's grading step: verdicts from the sandboxed grader, and no kernel."""
+
+    lang = Unicode("", help="Language of the verdicts; default: course.yaml's.").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        return _score_test_cells(nb, resources, self.lang)
+
+
+class ExecuteSolution(Execute):
+    """generate_solution's step: run the course's solution notebook in a kernel, then score it."""
+
     lang = Unicode("", help="Language of the verdicts; default: course.yaml's.").tag(config=True)
     record_timing = Bool(False, help="No timestamps in cell metadata (keeps diffs clean).").tag(
         config=True)
 
     def preprocess(self, nb, resources):
-        course = load_course(COURSE_ROOT)
-        assignment = course.assignment(resources["nbgrader"]["assignment"])
-        name = resources["nbgrader"]["notebook"] + ".ipynb"
-        lang = self.lang or course.language
-        report = grade_with_runner(nb, assignment.id, name)
-        tests, sources = {}, {}
-        for cell in nb.cells:
-            gid = nbtools.grade_id(cell)
-            if nbtools.is_test(cell) and gid:
-                tests[gid] = cell
-                sources[gid] = cell.source
-                cell.source = PLACEHOLDER
-        if self.execute_student_cells:
-            nb, resources = super().preprocess(nb, resources)
-        for group in assignment.checks:
-            cell = tests.get(group.id)
-            if cell is not None:
-                cell.source = sources[group.id]
-                cell.outputs = verdict_outputs(report, group, lang)
-        resources.setdefault("tfcourse", {})["report"] = report.to_dict()
-        return nb, resources
+        folder = Path(resources.get("metadata", {}).get("path") or ".").resolve()
+        source = (COURSE_ROOT / "source").resolve()
+        if folder != source and source not in folder.parents:
+            raise RuntimeError(f"ExecuteSolution runs only the course's own notebooks (in "
+                               f"{source}), not {folder}: use SandboxedGrade for students' work")
+        return _score_test_cells(nb, resources, self.lang, execute=super().preprocess)

@@ -5,9 +5,11 @@ course's language. Neither file contains any of the hidden checks' code.
 """
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import os
+import tempfile
 from pathlib import Path
 
 from tfcourse.course import Course, CourseError
@@ -214,16 +216,44 @@ def feedback_html(course: Course, results: dict, lang: str) -> str:
 """
 
 
+def private_folder(path: Path) -> None:
+    """Make `path` and any missing folder above it, each readable by its owner only (0700): later
+    sandboxes and other users must not read results. Folders already there are left as they are."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        os.chmod(folder, 0o700)                     # whatever the umask
+
+
 def write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
+    """Write `text` (UTF-8; what cannot be encoded is replaced) to `path` all at once, readable by
+    its owner only (0600), in a folder made 0700 if it is new."""
+    private_folder(path.parent)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            os.fchmod(stream.fileno(), 0o600)
+            stream.write(text.encode("utf-8", errors="replace"))
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def write_results(course: Course, report: SubmissionReport, folder: Path, lang: str,
                   fingerprint: str = "") -> dict:
+    """A submission's results.json, feedback.md and feedback.html in `folder` (0600 files in a 0700
+    folder); returns the results."""
     results = gradescope_json(course, report, lang)
+    private_folder(folder)
+    os.chmod(folder, 0o700)
     if fingerprint:
         results["extra_data"]["fingerprint"] = fingerprint
     write_atomically(folder / "feedback.md", feedback_markdown(course, results, lang))

@@ -1,12 +1,15 @@
 """Grading many submissions: one trusted grader process each, N at a time, nothing lost.
 
-Each submission is graded by `python -m autograder.grade` in its own process, with a time limit;
-whatever happens to that process, the submission ends with a results.json and a feedback page.
-Results carry a fingerprint of the submission and of the grader, so a second run grades only what
-is new or changed. The input folders are only ever read.
+Each submission is graded by `python -m autograder` in its own process, with a time limit;
+whatever happens to that process, the submission ends with a results.json and a feedback page, that
+lists every check of its assignment. Results carry a fingerprint of the submission and of the
+grader, so a second run grades only what is new or changed. The input folders are only ever read,
+and never through a link (see submission.py). Stopping the runner (SIGTERM, SIGINT, or SIGKILL) ends
+its graders, and with them the students' processes; their temporary folders go.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -14,19 +17,27 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfcourse.course import Course
+from tfcourse import notebook as nbtools
+from tfcourse.course import Course, CourseError
 
-from .report import Note, SubmissionReport
-from .results import write_results
+from .report import Note, NotebookReport, SubmissionReport, TestResult
+from .results import private_folder, write_results
 from .sandbox.launch import SANDBOX_FOLDER
+from .submission import (KIND_WORDS, Entry, Refused, find_notebooks, is_notebook_name,
+                         kind_inside, listing, open_inside, root_kind, split_submission)
 
 GRADER_FILES = ("autograder", "source", "course.yaml")
+# The runner's pid, for its grader processes: each dies with it (see autograder/__main__.py).
+PARENT_VARIABLE = "TFCOURSE_GRADER_PARENT"
+HASH_LIMIT = 256 << 20          # a notebook larger than this is fingerprinted by size and time,
+HASH_BUDGET = 1 << 30           # and so are those beyond this much read for one submission
 
 
 @dataclass
@@ -38,6 +49,25 @@ class Outcome:
     max_score: float = 0.0
     seconds: float = 0.0
     assignment: str = ""
+    note: str = ""              # for the instructor: what about this input did not fit
+
+
+class Outcomes(list):
+    """grade_many's outcomes, in the order of the submissions; `ignored`: what was given or found
+    that is not a submission, as (path, why); `warnings`: about the folders given, (path, what)."""
+
+    def __init__(self, items=(), ignored=(), warnings=()):
+        super().__init__(items)
+        self.ignored = list(ignored)
+        self.warnings = list(warnings)
+
+
+class Interrupted(BaseException):
+    """The runner was told to stop (SIGTERM, SIGINT): its graders were ended."""
+
+    def __init__(self, number: int):
+        super().__init__(number)
+        self.signal = number
 
 
 def available_cores() -> int:
@@ -69,53 +99,213 @@ def course_notebooks(course: Course) -> set[str]:
     return {name for assignment in course.assignments for name in assignment.notebooks}
 
 
+def printable(text: str) -> str:
+    """A name as it can be shown and written as UTF-8: undecodable bytes become U+FFFD, control
+    characters (a newline in a folder's name) '?'."""
+    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+# -- what was given: submissions, and what is not one ---------------------------------------------
+@dataclass
+class Found:
+    """One submission: its name (its results folder below --out), its path, the instructor's
+    folder it was found in (no link is followed below it), and a warning about it."""
+    name: str
+    path: Path
+    within: Path | None = None
+    note: str = ""
+
+
+@dataclass
+class Survey:
+    """What was given: the submissions; what is not one, as (path, why); and warnings about the
+    folders given, as (path, what)."""
+    submissions: list[Found] = field(default_factory=list)
+    ignored: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _stem(name: str) -> str:
+    return name[:-len(".ipynb")] if is_notebook_name(name) and name != ".ipynb" else name
+
+
+def _name_of(path: Path) -> str:
+    """A command-line path's name: `..` and `.` are named after the folder they stand for."""
+    name = Path(os.path.abspath(path)).name or "submission"
+    return name if root_kind(path) == "folder" else _stem(name)
+
+
+def _refused_note(kind: str) -> str:
+    return (f"{KIND_WORDS[kind]}: not followed; graded 0 with a note saying so" if kind != "file"
+            else "")
+
+
+class _Rule:
+    """The rule of `survey`, for one course; `exclude` (the results folder) is never a
+    submission."""
+
+    def __init__(self, course: Course, exclude: Path | None, out: Survey):
+        self.known = course_notebooks(course)
+        self.assignments = {a.id for a in course.assignments}
+        self.exclude = _identity(exclude) if exclude else None
+        self.out = out
+
+    def holds_course_notebook(self, base: Path, parts: tuple[str, ...]) -> bool:
+        """Whether a folder holds a notebook named as the course's, in it or one folder down."""
+        try:
+            entries = listing(base, parts, depth=2)
+        except (Refused, OSError):
+            return False
+        return any(e.kind != "folder" and e.name in self.known for e in entries)
+
+    def command_line(self, path: Path) -> None:
+        """A path given on the command line: one submission, or a class folder."""
+        kind = root_kind(path)
+        if kind == "missing":
+            self.out.submissions.append(Found(_name_of(path), path, None, "does not exist"))
+            return
+        if kind != "folder":
+            self.out.submissions.append(Found(_name_of(path), path, None, _refused_note(kind)))
+            return
+        try:
+            entries = [e for e in listing(path, (), depth=1) if not e.name.startswith(".")]
+        except OSError as error:                # not ours to read: its grader says so
+            self.out.submissions.append(Found(_name_of(path), path, None, str(error)))
+            return
+        course_named = [e.name for e in entries if e.kind != "folder" and e.name in self.known]
+        neighbours = [e.name for e in entries if e.kind != "folder"
+                      and is_notebook_name(e.name) and e.name not in self.known]
+        neighbours += [e.name + "/" for e in entries if e.kind == "folder"
+                       and self.holds_course_notebook(path, (e.name,))]
+        if course_named and not neighbours:
+            self.out.submissions.append(Found(_name_of(path), path))
+            return
+        if course_named:
+            self.out.warnings.append((str(path), (
+                f"holds {', '.join(course_named)} beside other submissions "
+                f"({', '.join(neighbours[:5])}{', ...' if len(neighbours) > 5 else ''}): graded "
+                f"as a class folder, each entry a submission of its own")))
+        if not entries:
+            self.out.warnings.append((str(path), "an empty folder: nothing to grade"))
+        for entry in entries:
+            self.class_entry(path, entry)
+
+    def class_entry(self, folder: Path, entry: Entry) -> None:
+        """An entry of a class folder: a notebook file or a folder is one student's."""
+        path = folder / entry.name
+        if self.exclude and _identity(path) == self.exclude:
+            return
+        if entry.kind == "folder":
+            self.student_folder(folder, entry.name)
+        elif is_notebook_name(entry.name):
+            self.out.submissions.append(Found(_stem(entry.name), path, folder,
+                                              _refused_note(entry.kind)))
+        elif entry.kind == "link" and os.path.isdir(path):    # a stat: nothing is read there
+            self.out.submissions.append(Found(entry.name, path, folder, _refused_note("link")))
+        else:
+            self.out.ignored.append((str(path), f"{KIND_WORDS[entry.kind]}, not a notebook "
+                                                 f"nor a folder: ignored"))
+
+    def student_folder(self, folder: Path, name: str) -> None:
+        """One student's folder; in nbgrader's layout (submitted/<student>/<assignment>/), each
+        of its folders named as an assignment is a submission."""
+        try:
+            inner = [e for e in listing(folder, (name,), depth=1) if not e.name.startswith(".")]
+        except (Refused, OSError) as error:     # swapped for a link since, or not ours to read
+            self.out.submissions.append(Found(name, folder / name, folder, str(error)))
+            return
+        if any(e.kind != "folder" and is_notebook_name(e.name) for e in inner):
+            self.out.submissions.append(Found(name, folder / name, folder))
+            return
+        assignments = [e for e in inner if e.kind == "folder" and e.name in self.assignments]
+        if not assignments:
+            self.out.submissions.append(Found(name, folder / name, folder))
+            return
+        for entry in inner:
+            if entry in assignments:
+                self.out.submissions.append(Found(f"{name}/{entry.name}",
+                                                  folder / name / entry.name, folder))
+            else:
+                self.out.ignored.append((str(folder / name / entry.name),
+                                         "beside nbgrader's assignment folders, not one of "
+                                         "them: ignored"))
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path, follow_symlinks=False)
+        return info.st_dev, info.st_ino
+    except OSError:
+        return None
+
+
+def survey(course: Course, paths: list[Path], exclude: Path | None = None) -> Survey:
+    """The submissions among `paths` by the rule in `expand`'s docstring, with what does not fit
+    it: what was ignored, and warnings about the folders given."""
+    found = Survey()
+    rule = _Rule(course, exclude, found)
+    for path in paths:
+        rule.command_line(Path(path))
+    names = _unique([(item.name, item.path) for item in found.submissions])
+    for item, (name, _) in zip(found.submissions, names):
+        item.name = name
+    return found
+
+
 def expand(course: Course, paths: list[Path], exclude: Path | None = None
            ) -> list[tuple[str, Path]]:
-    """(name, path) of each submission: a notebook, a folder holding the course's notebooks, or a
-    folder of such submissions (one or two levels down, as in nbgrader's submitted/ folder). A
-    student's folder with no notebook in it is a submission too, so that it gets told so.
-    `exclude` (the results folder) is never taken for a submission."""
-    known = course_notebooks(course)
-    exclude = exclude.resolve() if exclude else None
+    """(name, path) of each submission among `paths` (the command line), by this rule (also in
+    docs/instructor-guide.md, "Collect"):
 
-    def holds_notebooks(folder: Path) -> bool:
-        return any((folder / name).is_file() for name in known) or any(
-            p.suffix == ".ipynb" for p in folder.iterdir() if p.is_file())
+    - A path that is not a folder is one submission (a notebook; a link or a pipe is one too, and
+      its grader refuses it with a note). A folder is one submission when it holds a notebook
+      named as one of the course's and no other submission: no other notebook, no folder holding
+      a course notebook (in it or one folder down).
+    - Any other folder is a class folder: each of its entries is one student's. A notebook file
+      is one submission (named without .ipynb); a folder is one submission, unless it holds no
+      notebook and has folders named as the course's assignments (nbgrader's submitted/<student>/
+      <assignment>/): then each of those is one ("student/assignment"). A link to a folder is a
+      submission its grader refuses. Anything else is ignored, and `survey` says why.
+    - Hidden entries (.ipynb_checkpoints, .DS_Store) and `exclude` (the results folder) are left
+      out. Links are never followed, not even one given on the command line: only the folders
+      above a path given are the instructor's to choose.
 
-    found: list[tuple[str, Path]] = []
-    for path in paths:
-        if path.is_file() or not path.exists():
-            found.append((path.stem if path.suffix == ".ipynb" else path.name, path))
-        elif holds_notebooks(path):
-            found.append((path.name, path))
-        else:
-            for child in sorted(path.iterdir()):
-                if child.name.startswith(".") or child.resolve() == exclude:
-                    continue
-                if child.is_file() and child.suffix == ".ipynb":
-                    found.append((child.stem, child))
-                elif child.is_dir() and holds_notebooks(child):
-                    found.append((child.name, child))
-                elif child.is_dir():
-                    inner = [(f"{child.name}/{grandchild.name}", grandchild)
-                             for grandchild in sorted(child.iterdir())
-                             if grandchild.is_dir() and holds_notebooks(grandchild)]
-                    found += inner or [(child.name, child)]
-    return _unique(found)
+    So a stray notebook beside the students' folders is one more submission, never the whole class;
+    a student's folder named like a notebook is a folder, so a student's.
+    """
+    return [(item.name, item.path) for item in survey(course, paths, exclude).submissions]
+
+
+def _safe(name: str) -> str:
+    """A name usable as a folder below --out: no empty, `.` or `..` part."""
+    parts = [part if part not in ("", ".", "..") else "_" for part in name.split("/")]
+    return "/".join(parts)
 
 
 def _unique(found: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
-    """Two submissions with the same name (solutions/01-attention, release/01-attention) get
-    their parent folder's name in front, so that neither's results overwrite the other's."""
-    names = [name for name, _ in found]
+    """Names for the results folders, one each: two submissions with the same name
+    (solutions/01-attention, release/01-attention; alice/ and alice.ipynb) get their parent
+    folder's name in front, then the whole file name, then a number."""
+    counts: dict[str, int] = {}
+    for name, _ in found:
+        counts[_safe(name)] = counts.get(_safe(name), 0) + 1
+    taken: set[str] = set()
     unique = []
     for name, path in found:
-        if names.count(name) > 1:
-            name = f"{path.resolve().parent.name}/{name}"
-        unique.append((name, path))
+        name = _safe(name)
+        absolute = Path(os.path.abspath(path))
+        options = [name] if counts[name] == 1 else []
+        options += [_safe(f"{absolute.parent.name}/{name}"),
+                    _safe(f"{absolute.parent.name}/{absolute.name}")]
+        options += [f"{options[-1]}~{number}" for number in range(2, len(found) + 2)]
+        chosen = next(option for option in options if option not in taken)
+        taken.add(chosen)
+        unique.append((chosen, path))
     return unique
 
 
+# -- fingerprints ---------------------------------------------------------------------------------
 def grader_version(course: Course) -> str:
     digest = hashlib.sha256()
     for name in GRADER_FILES:
@@ -128,13 +318,48 @@ def grader_version(course: Course) -> str:
     return digest.hexdigest()[:16]
 
 
-def fingerprint(submission: Path, version: str, options: str) -> str:
+def _hash_file(digest, base: Path, parts: tuple[str, ...], budget: list[int]) -> None:
+    """Add a notebook file's bytes to `digest`, read as the grader reads it (no link followed);
+    past the limits, its size, time and inode stand in for them. `budget`: bytes left to read."""
+    try:
+        fd = open_inside(base, parts)
+    except (Refused, OSError) as error:
+        digest.update(f"unreadable {error}".encode("utf-8", "replace"))
+        return
+    try:
+        info = os.fstat(fd)
+        digest.update(f"{info.st_size} {info.st_nlink}".encode())
+        if info.st_size > min(HASH_LIMIT, budget[0]):
+            digest.update(f"{info.st_mtime_ns} {info.st_ino}".encode())
+            return
+        budget[0] -= info.st_size
+        while chunk := os.read(fd, 1 << 20):
+            digest.update(chunk)
+    finally:
+        os.close(fd)
+
+
+def fingerprint(submission: Path, version: str, options: str, within: Path | None = None) -> str:
+    """What grading depends on: the grader, the options, and each notebook of the submission (its
+    path, what it is, its bytes), found and read as the grader finds and reads them."""
     digest = hashlib.sha256(f"{version}|{options}".encode())
-    files = sorted(submission.rglob("*.ipynb")) if submission.is_dir() else [submission]
-    for path in files:
-        if path.is_file() and ".ipynb_checkpoints" not in path.parts:
-            digest.update(str(path.name).encode())
-            digest.update(path.read_bytes())
+    base, parts = split_submission(submission, within)
+    kind, budget = kind_inside(base, parts), [HASH_BUDGET]
+    digest.update(kind.encode())
+    if kind == "file":
+        _hash_file(digest, base, parts, budget)
+    elif kind == "folder":
+        try:
+            entries = listing(base, parts)
+        except (Refused, OSError) as error:
+            entries = []
+            digest.update(f"unreadable {error}".encode("utf-8", "replace"))
+        for entry in entries:
+            if entry.kind != "folder" and is_notebook_name(entry.name):
+                digest.update("/".join(entry.parts).encode("utf-8", "surrogateescape") + b"\0")
+                digest.update(entry.kind.encode())
+                if entry.kind == "file":
+                    _hash_file(digest, base, (*parts, *entry.parts), budget)
     return digest.hexdigest()[:24]
 
 
@@ -145,16 +370,79 @@ def _previous_fingerprint(folder: Path) -> str | None:
         return None
 
 
+# -- one grader process ---------------------------------------------------------------------------
+class _Graders:
+    """The grader processes running now, so that a runner told to stop ends them all. Each grader
+    leads a process group of its own: one kill ends it and what it started in that group."""
+
+    def __init__(self):
+        self._lock = threading.RLock()      # taken again by the signal handler, in the same thread
+        self._running: set[subprocess.Popen] = set()
+        self.stopping = False
+
+    def start(self, command: list[str], **options) -> subprocess.Popen:
+        with self._lock:
+            if self.stopping:
+                raise Interrupted(0)
+            process = subprocess.Popen(command, start_new_session=True, **options)
+            self._running.add(process)
+            return process
+
+    def forget(self, process: subprocess.Popen) -> None:
+        with self._lock:
+            self._running.discard(process)
+
+    def stop_all(self) -> None:
+        with self._lock:
+            self.stopping = True
+            for process in list(self._running):
+                if process.poll() is None:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(process.pid, signal.SIGKILL)
+
+
+GRADERS = _Graders()
+
+
+@contextlib.contextmanager
+def graders_end_on_signals():
+    """While grading: SIGTERM, SIGINT or SIGHUP to the runner ends every grader at once (and, as
+    they die, their students' processes), then raises Interrupted in the main thread, so that the
+    temporary folders are removed as the stack unwinds."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(number, frame):
+        if not GRADERS.stopping:
+            GRADERS.stop_all()
+            raise Interrupted(number)
+
+    GRADERS.stopping = False
+    previous = {number: signal.signal(number, stop)
+                for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
 def grade_in_child(course: Course, submission: Path, assignment: str | None, threads: int,
-                      skip: list[str], hide: list[Path]) -> SubmissionReport:
-    """Run the trusted grader in a child process; whatever it does, come back with a report."""
+                   skip: list[str], hide: list[Path], within: Path | None = None
+                   ) -> SubmissionReport:
+    """Run the trusted grader in a child process; whatever it does, come back with a report.
+    `within`: the instructor's folder the submission was found in (default: the one above it)."""
     limit = course.limit("submission_seconds") * 3 + 120
-    with tempfile.TemporaryDirectory(prefix="tfreport-") as scratch, \
-            tempfile.TemporaryDirectory(prefix="tfgrade-") as sandboxes:
+    problem = None
+    with tempfile.TemporaryDirectory(prefix="tfreport-", ignore_cleanup_errors=True) as scratch, \
+            tempfile.TemporaryDirectory(prefix="tfgrade-", ignore_cleanup_errors=True) as sandboxes:
         os.chmod(sandboxes, 0o711)           # the sandbox user must reach its folder inside
         out = Path(scratch) / "report.json"
         command = [sys.executable, "-m", "autograder", str(submission),
                    "--course", str(course.root), "--out", str(out), "--threads", str(threads)]
+        if within is not None:
+            command += ["--within", str(within)]
         if assignment:
             command += ["--assignment", assignment]
         if skip:
@@ -163,31 +451,35 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
             command += ["--hide", *map(str, hide)]
         # The grader's sandboxes go in `sandboxes`, so that they are removed even when the grader
         # is killed before it can remove them itself.
-        environment = {**os.environ, SANDBOX_FOLDER: sandboxes, "PYTHONPATH": os.pathsep.join(
-            [str(course.root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-        process = subprocess.Popen(command, cwd=course.root, env=environment, text=True,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   start_new_session=True)
+        environment = {**os.environ, SANDBOX_FOLDER: sandboxes, PARENT_VARIABLE: str(os.getpid()),
+                       "PYTHONPATH": os.pathsep.join([str(course.root),
+                                                      os.environ.get("PYTHONPATH", "")]
+                                                     ).rstrip(os.pathsep)}
+        process = GRADERS.start(command, cwd=course.root, env=environment, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             _, stderr = process.communicate(timeout=limit)
             # Only a grader that ran to its end wrote the report: after any other ending, a file
             # there may come from student code (as root in process mode it can kill the grader).
-            problem = None if process.returncode == 0 and out.exists() else (
-                f"the grader process {_ending(process.returncode)}: "
-                f"{(stderr or '').strip()[-800:]}")
+            if process.returncode != 0 or not out.exists():
+                problem = (f"the grader process {_ending(process.returncode)}: "
+                           f"{(stderr or '').strip()[-800:]}")
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.communicate()
             problem = f"the grader process did not finish within {limit:.0f} s"
+        finally:
+            if process.poll() is None:      # interrupted while waiting: it must not outlive us
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+            GRADERS.forget(process)
         if problem is None:
             try:
                 return SubmissionReport.from_dict(json.loads(out.read_text(encoding="utf-8")))
-            except (ValueError, KeyError, TypeError) as error:
+            except (ValueError, KeyError, TypeError, RecursionError) as error:
                 problem = f"the grader's report could not be read ({error})"
-    report = SubmissionReport(assignment or "", submission.name, error=problem)
-    report.notes.append(Note("the grader failed on this submission, so nothing was scored; "
-                             "run tfcourse grade again, and report it if it persists", {}, "error"))
-    return report
+    return failure_report(course, submission, assignment, problem, within)
 
 
 def _ending(code: int) -> str:
@@ -199,74 +491,214 @@ def _ending(code: int) -> str:
         return f"was killed by signal {-code}"
 
 
+# -- reports with every check ---------------------------------------------------------------------
+def _groups_by_notebook(course: Course, assignment_id: str) -> dict[str, list]:
+    """Each notebook of the assignment -> its check groups (by the source's test cells); groups no
+    test cell names go with the first notebook."""
+    assignment = course.assignment(assignment_id)
+    placed: dict[str, list] = {name: [] for name in assignment.notebooks}
+    homes = {}
+    for name in assignment.notebooks:
+        try:
+            source = nbtools.read(course.source_dir / assignment_id / name)
+        except (OSError, ValueError):
+            continue
+        for cell in source.cells:
+            if nbtools.is_test(cell) and nbtools.grade_id(cell):
+                homes.setdefault(nbtools.grade_id(cell), name)
+    for group in assignment.checks:
+        placed[homes.get(group.id, assignment.notebooks[0])].append(group)
+    return placed
+
+
+def zero_report(course: Course, assignment_id: str | None, name: str, template: str,
+                params: dict | None = None, error: str | None = None) -> SubmissionReport:
+    """A report that scores nothing and lists every check of the assignment (so that its maximum
+    is the assignment's) with `template` as the reason; no checks when the assignment is None."""
+    report = SubmissionReport(assignment_id or "", name, error=error)
+    if assignment_id:
+        for notebook, groups in _groups_by_notebook(course, assignment_id).items():
+            report.notebooks.append(NotebookReport(notebook, tests=[
+                TestResult(test_id, 0.0, points, template, dict(params or {}))
+                for group in groups for test_id, points in zip(group.test_ids(),
+                                                               group.tests.values())]))
+    return report
+
+
+def _assignment_of(course: Course, submission: Path, within: Path | None) -> str | None:
+    """The assignment told from the names of a submission's notebooks (no file is read)."""
+    try:
+        return find_notebooks(course, submission, None, within)[0]
+    except (Refused, OSError, ValueError, CourseError):
+        return None
+
+
+def failure_report(course: Course, submission: Path, assignment: str | None, problem: str,
+                   within: Path | None = None) -> SubmissionReport:
+    """The report of a submission whose grader failed: every check of its assignment, at 0."""
+    known = assignment or _assignment_of(course, submission, within)
+    report = zero_report(course, known, submission.name, "not graded: {reason}",
+                         {"reason": "the grader failed"}, error=problem)
+    report.notes.append(Note("the grader failed on this submission, so nothing was scored; "
+                             "run tfcourse grade again, and report it if it persists", {}, "error"))
+    if known is None:
+        expected = ", ".join(n for a in course.assignments for n in a.notebooks)
+        report.notes.append(Note("its assignment could not be told from the names of its "
+                                 "notebooks (expected one of: {expected}), so its checks are not "
+                                 "listed", {"expected": expected}, "error"))
+    return report
+
+
+# -- many submissions -----------------------------------------------------------------------------
 def grade_one(course: Course, submission: Path, *, assignment: str | None = None,
               skip: list[str] = (), threads: int | None = None, lang: str | None = None,
-              hide: list[Path] = ()) -> tuple[SubmissionReport, dict]:
+              hide: list[Path] = (), within: Path | None = None
+              ) -> tuple[SubmissionReport, dict]:
     """Grade one submission in its own grader process: (report, Gradescope-style results)."""
     from .results import gradescope_json
 
     threads = threads or student_threads(course)
-    report = grade_in_child(course, submission, assignment, threads, list(skip), list(hide))
+    report = grade_in_child(course, submission, assignment, threads, list(skip), list(hide),
+                            within)
     return report, gradescope_json(course, report, lang or course.language)
+
+
+def _write(course: Course, report: SubmissionReport, item: Found, folder: Path, lang: str,
+           stamp: str) -> tuple[dict | None, str]:
+    """Write a submission's results; when its report cannot be rendered, a failure's instead.
+    (results or None, status)."""
+    try:
+        # no fingerprint when the grader failed, so that the next run grades it again
+        return (write_results(course, report, folder, lang, "" if report.error else stamp),
+                "failed" if report.error else "graded")
+    except Exception:                                  # never let one submission stop the batch
+        failure = failure_report(course, item.path, report.assignment or None,
+                                 traceback.format_exc(), item.within)
+        failure.submission = report.submission
+        try:
+            return write_results(course, failure, folder, lang), "failed"
+        except Exception:
+            return None, "failed"
+
+
+def _warn(found: Survey) -> None:
+    """What does not fit the rule, on stderr before grading starts (the table repeats it)."""
+    for path, why in found.warnings + found.ignored:
+        print(f"tfcourse grade: {printable(path)}: {why}", file=sys.stderr)
+    for item in found.submissions:
+        if item.note:
+            print(f"tfcourse grade: {printable(str(item.path))}: {item.note}", file=sys.stderr)
 
 
 def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang: str,
                force: bool = False, assignment: str | None = None, skip: list[str] = (),
-               progress: bool = True, threads: int | None = None) -> list[Outcome]:
-    submissions = expand(course, paths, exclude=out)
+               progress: bool = True, threads: int | None = None) -> Outcomes:
+    """Grade every submission among `paths` (see `survey`) into `out`/<name>/. Raises Interrupted
+    when told to stop, after ending every grader and removing their temporary folders."""
+    if assignment:
+        course.assignment(assignment)                  # an unknown id fails here, clearly
+    private_folder(out)
+    found = survey(course, paths, exclude=out)
+    _warn(found)
     version = grader_version(course)
     options = json.dumps([assignment, sorted(skip), lang])
     threads = threads or student_threads(course)
-    out.mkdir(parents=True, exist_ok=True)    # so that it is hidden from the first sandbox on
-    hide = [out.resolve(), *[p.resolve() for p in paths]]
-    outcomes: list[Outcome] = []
+    hide = [out.resolve(), *[Path(p).resolve() for p in paths]]
+    outcomes = Outcomes(ignored=found.ignored, warnings=found.warnings)
     todo = []
-    for name, path in submissions:
-        folder = out / name
-        stamp = fingerprint(path, version, options) if path.exists() else ""
-        if not force and stamp and _previous_fingerprint(folder) == stamp:
-            previous = json.loads((folder / "results.json").read_text())
-            outcomes.append(Outcome(name, folder, "unchanged", previous["score"],
+    for item in found.submissions:
+        folder = out / item.name
+        stamp = fingerprint(item.path, version, options, item.within)
+        previous = None if force else _previous_results(folder, stamp)
+        if previous:
+            outcomes.append(Outcome(item.name, folder, "unchanged", previous["score"],
                                     previous["max_score"], 0.0,
-                                    previous["extra_data"].get("assignment", "")))
+                                    previous["extra_data"].get("assignment", ""), item.note))
         else:
-            todo.append((name, path, folder, stamp))
+            todo.append((item, folder, stamp))
 
-    def work(item):
-        name, path, folder, stamp = item
+    def work(entry):
+        item, folder, stamp = entry
+        if GRADERS.stopping:
+            return None
         started = time.monotonic()
         try:
-            report = grade_in_child(course, path, assignment, threads, list(skip), hide)
+            report = grade_in_child(course, item.path, assignment, threads, list(skip), hide,
+                                    item.within)
         except Exception:                    # never let one submission stop the batch
-            report = SubmissionReport(assignment or "", name, error=traceback.format_exc())
-        report.submission = name
-        # no fingerprint when the grader failed, so that the next run grades it again
-        results = write_results(course, report, folder, lang, "" if report.error else stamp)
-        status = "failed" if report.error else "graded"
-        return Outcome(name, folder, status, results["score"], results["max_score"],
-                       round(time.monotonic() - started, 1), report.assignment)
+            report = failure_report(course, item.path, assignment, traceback.format_exc(),
+                                    item.within)
+        if GRADERS.stopping:                 # ended by the stop: not a result
+            return None
+        report.submission = printable(item.name)
+        results, status = _write(course, report, item, folder, lang, stamp)
+        return Outcome(item.name, folder, status, results["score"] if results else 0.0,
+                       results["max_score"] if results else 0.0,
+                       round(time.monotonic() - started, 1), report.assignment, item.note)
 
     bar = None
     if progress and todo:
         from tqdm import tqdm
         bar = tqdm(total=len(todo), desc="grading", unit="submission", file=sys.stderr)
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    try:
+        with graders_end_on_signals():
+            _run_all(work, todo, jobs, outcomes, bar)
+    finally:
+        if bar:
+            bar.close()
+    order = {item.name: index for index, item in enumerate(found.submissions)}
+    outcomes.sort(key=lambda o: order.get(o.name, 0))
+    return outcomes
+
+
+def _run_all(work, todo: list, jobs: int, outcomes: list, bar) -> None:
+    """Run `work` on each item, `jobs` at a time. When interrupted, wait for the workers (their
+    graders are dead by then, and they remove their temporary folders), then raise."""
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
         futures = [pool.submit(work, item) for item in todo]
         for future in as_completed(futures):
-            outcomes.append(future.result())
+            outcome = future.result()
+            if outcome is not None:
+                outcomes.append(outcome)
             if bar:
                 bar.update()
-    if bar:
-        bar.close()
-    order = {name: index for index, (name, _) in enumerate(submissions)}
-    return sorted(outcomes, key=lambda o: order.get(o.name, 0))
+    except BaseException:
+        GRADERS.stop_all()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
 
 
-def table(outcomes: list[Outcome]) -> str:
-    width = max([len(o.name) for o in outcomes] + [10])
+def _previous_results(folder: Path, stamp: str) -> dict | None:
+    """The results of an earlier run of the same submission with the same grader, if any."""
+    if _previous_fingerprint(folder) != stamp:
+        return None
+    try:
+        previous = json.loads((folder / "results.json").read_text())
+        float(previous["score"]), float(previous["max_score"]), dict(previous["extra_data"])
+        return previous
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def table(outcomes: list[Outcome], ignored: list[tuple[str, str]] | None = None,
+          warnings: list[tuple[str, str]] | None = None) -> str:
+    """The batch as a table: one row per submission, then what was ignored and why, then the
+    warnings about the folders given (by default those `grade_many` put on its outcomes)."""
+    ignored = getattr(outcomes, "ignored", []) if ignored is None else ignored
+    warnings = getattr(outcomes, "warnings", []) if warnings is None else warnings
+    names = [printable(path) for path, _ in ignored + warnings] + [printable(o.name)
+                                                                  for o in outcomes]
+    width = max([len(name) for name in names] + [10])
     lines = [f"{'submission':{width}}  {'assignment':12}  {'score':>13}  {'time':>7}  status"]
     for o in outcomes:
         score = f"{o.score:g} / {o.max_score:g}"
-        lines.append(f"{o.name:{width}}  {o.assignment or '-':12}  {score:>13}  "
-                     f"{o.seconds:6.1f}s  {o.status}")
+        note = f" ({o.note})" if o.note else ""
+        lines.append(f"{printable(o.name):{width}}  {o.assignment or '-':12}  {score:>13}  "
+                     f"{o.seconds:6.1f}s  {o.status}{note}")
+    for path, why in ignored:
+        lines.append(f"{printable(path):{width}}  {'-':12}  {'':>13}  {'':>7}  ignored: {why}")
+    for path, what in warnings:
+        lines.append(f"{printable(path):{width}}  {'-':12}  {'':>13}  {'':>7}  warning: {what}")
     return "\n".join(lines)

@@ -2,15 +2,18 @@
 
 A grader that only accepts the course's own way of writing a piece is wrong: each alternative in
 `alternatives.py` is a complete, correct submission in a style a student might choose (einsum,
-unflatten, helper cells, a sublayer wrapper, F.linear, a scaled-embedding module...). One whole
-03-sorting submission is graded with the training check as well.
+unflatten, helper cells, a sublayer wrapper, F.linear, a scaled-embedding module...), and the
+ports are public code (the Annotated Transformer, nanoGPT, course notes) renamed to the contract:
+modules registered under two names, output layers tied in either order, helpers with extra optional
+arguments, masks made other ways. Whole 03-sorting submissions are graded with the training check
+as well.
 """
 import json
 
 import nbformat
 import pytest
 
-from alternatives import ALTERNATIVES
+from alternatives import ALTERNATIVES, PORTS
 from conftest import grade_batches, lost_points, make_submission
 from tfcourse import notebook
 
@@ -33,6 +36,14 @@ def graded(course, tmp_path_factory):
 def test_enough_alternatives_and_one_trained():
     assert len(ALTERNATIVES) >= 5
     assert any(alt.train and alt.assignment == "03-sorting" for alt in ALTERNATIVES)
+    assert len({alt.name for alt in ALTERNATIVES}) == len(ALTERNATIVES)
+
+
+def test_ports_of_public_code_in_every_assignment():
+    """At least eight ports, in every assignment, and one port of 03-sorting trained end to end."""
+    assert len(PORTS) >= 8
+    assert {alt.assignment for alt in PORTS} == {"01-attention", "02-layers", "03-sorting"}
+    assert any(alt.train and alt.assignment == "03-sorting" for alt in PORTS)
 
 
 @pytest.mark.parametrize("alternative", ALTERNATIVES, ids=[alt.name for alt in ALTERNATIVES])

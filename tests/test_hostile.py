@@ -8,10 +8,14 @@ sets limits of a few seconds and 768 MB (so that the limits are seen to come fro
 - Batch 1, the default sandbox (bubblewrap): crashes, leftover processes, endless loops, memory,
   cheats, broken notebooks, re-runs. It lives outside /tmp, so that what hides the course, the
   submissions and the results from student code is the sandbox's own list, not its private /tmp.
-- Batch 2, `sandbox.isolation: process`: the key cases again, asserting what that weaker mode
-  guarantees. Where the sandbox user cannot run the interpreter (as here: the venv is under
-  /root), student code runs as root there: it can read anything and kill the grader, so those
-  tests assert only what still holds.
+- Batch 2, `sandbox.isolation: process` with `sandbox.accept_weaker: same-user`: the key cases
+  again, asserting what that weaker mode guarantees. Where the sandbox user cannot run the
+  interpreter (as here: the venv is under /root), student code runs as root there: it can read
+  anything and kill the grader, so those tests assert only what still holds. Without the opt-in,
+  grading refuses to run student code at all, and each submission says why (`refused`).
+- `process_as_nobody`: process mode with an interpreter the sandbox user can run (a copy of this
+  one under /var/tmp, as Gradescope's setup.sh installs one under /opt): student code runs as
+  `nobody`.
 
 Each cheat sits in a submission with real bugs beside it, and is scored test by test against
 `twin`: the same bugs without the cheats.
@@ -23,6 +27,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 import textwrap
 import uuid
@@ -471,8 +477,7 @@ def test_crashing_cells_are_left_out_and_the_rest_is_graded(main_batch):
 def test_no_process_outlives_its_grading(main_batch):
     assert main_batch.survivors == [], main_batch.survivors
     note = cell_note(main_batch.results("crashes"), 4)
-    sandbox = Path(re.search(r"sandbox at (\S+)", note).group(1)).parent
-    assert survivors(str(sandbox)) == [] and not sandbox.exists()
+    assert "sandbox at /sandbox/work" in note       # no path of the machine's, seen from inside
     assert main_batch.leftovers == set()
 
 
@@ -558,29 +563,35 @@ def test_the_notebook_deadline_stops_grading(tmp_path):
 
 
 def test_an_interpreter_under_tmp_is_shown_in_the_sandbox(monkeypatch, tmp_path):
-    """A course folder in /tmp with its venv (a CI checkout, say): the sandbox empties /tmp, and
-    must show the interpreter again on top of that, or the student's process cannot start."""
-    if not bwrap_works():
-        pytest.skip("bubblewrap cannot run here")
-    venv = tmp_path / "course" / ".venv"
-    (venv / "lib").mkdir(parents=True)
-    monkeypatch.setattr(launch, "_interpreter_paths", lambda: [venv, venv / "lib"])
+    """A course folder in /tmp with its Python (a CI checkout, say): the machine's /tmp is not
+    shown to the sandbox, but the interpreter under it must be, or the student's process cannot
+    start."""
+    base = tmp_path / "course" / "python"
+    (base / "bin").mkdir(parents=True)
+    (base / "bin" / "python3").write_text("")
+    for name in ("base_prefix", "prefix"):
+        monkeypatch.setattr(sys, name, str(base))
+    monkeypatch.setattr(sys, "executable", str(base / "bin" / "python3"))
     sandbox = launch.Sandbox(launch.SandboxConfig(isolation="bwrap", hide=[tmp_path / "course"]))
     try:
-        command = sandbox._command(3, 4)
+        arguments, python = sandbox._bwrap_arguments()
     finally:
         sandbox.close()
-    flags = list(zip(command, command[1:]))
-    emptied, shown = flags.index(("--tmpfs", "/tmp")), flags.index(("--ro-bind", str(venv)))
-    assert emptied < shown and command[shown + 2] == str(venv)
+    flags = list(zip(arguments, arguments[1:], arguments[2:]))
+    assert python == base / "bin" / "python3"
+    assert ("--ro-bind", str(base), str(base)) in flags
+    assert not [flag for flag in flags if flag[0] == "--symlink" and flag[2] == "/tmp"]
 
 
 # -- batch 2: a plain process (sandbox.isolation: process) -------------------------------------
+PROCESS_MODE = {"isolation": "process", "accept_weaker": "same-user"}
+
+
 @pytest.fixture(scope="module")
 def process_batch(tmp_path_factory):
     base = tmp_path_factory.mktemp("process")
     submitted, out = base / "submitted", base / "graded"
-    batch = Batch(course_copy(base / "course", sandbox={"isolation": "process"}, limits=LIMITS),
+    batch = Batch(course_copy(base / "course", sandbox=PROCESS_MODE, limits=LIMITS),
                   submitted, out)
     make_submission(submitted / "twin", A, answers=TWIN)
     make_submission(submitted / "cheats", A, answers={**TWIN, "sdpa-code": SDPA_MEMORY_SEARCH},
@@ -637,3 +648,84 @@ def test_process_mode_leaves_inputs_alone_and_retries_failures(process_batch):
     again = process_batch.grade()
     failed = {name for name, status in process_batch.statuses.items() if status == "failed"}
     assert {name for name, status in again.items() if status != "unchanged"} == failed
+
+
+# -- weaker isolation without the opt-in: refused ----------------------------------------------
+def test_without_the_opt_in_a_plain_process_is_refused_and_each_result_says_why(tmp_path):
+    """course.yaml asks for a plain process but does not accept weaker isolation: no student code
+    runs, and every submission gets the assignment's full max_score, 0 points and the reason,
+    for the student and the instructor alike."""
+    batch = Batch(course_copy(tmp_path / "course", sandbox={"isolation": "process"},
+                              limits=LIMITS), tmp_path / "submitted", tmp_path / "graded")
+    make_submission(batch.submitted / "solution", A)
+    make_submission(batch.submitted / "snoop", A, edit=inserted(code("""
+        open("/tmp/TOKEN-ran", "w").close()
+    """)))
+    try:
+        assert batch.grade() == {"solution": "graded", "snoop": "graded"}
+        assert not Path(f"/tmp/{TOKEN}-ran").exists()
+    finally:
+        Path(f"/tmp/{TOKEN}-ran").unlink(missing_ok=True)
+    for name in ("solution", "snoop"):
+        results = batch.results(name)
+        assert results["score"] == 0 and results["max_score"] == 14
+        assert len(results["tests"]) == 10
+        assert set(batch.messages(name).values()) == {
+            "not graded: the grader could not run this notebook"}
+        assert "student code was not run: course.yaml asks for sandbox.isolation: process" in \
+            results["output"]
+        assert "sandbox.accept_weaker: process" in results["output"]
+        assert "student code was not run" in (batch.out / name / "feedback.md").read_text()
+
+
+# -- process mode as nobody, with an interpreter that user can run -----------------------------
+def copy_of_this_python(folder: Path) -> Path:
+    """This interpreter and its venv, copied under `folder` as hard links (seconds, no space),
+    with the links and pyvenv.cfg rewritten (never written through: they are the originals'
+    inodes) and every folder readable by all. Returns the copy's python."""
+    base, venv = folder / "python", folder / "venv"
+    subprocess.run(["cp", "-al", os.path.realpath(sys.base_prefix), str(base)], check=True)
+    subprocess.run(["cp", "-al", sys.prefix, str(venv)], check=True)
+    config = venv / "pyvenv.cfg"
+    text = config.read_text().replace(os.path.realpath(sys.base_prefix), str(base))
+    config.unlink()
+    config.write_text(text)
+    for link in (venv / "bin").iterdir():
+        if link.is_symlink() and os.path.isabs(os.readlink(link)):
+            target = Path(os.readlink(link))
+            link.unlink()
+            link.symlink_to(base / "bin" / target.name)
+    subprocess.run(["find", str(folder), "-type", "d", "-exec", "chmod", "a+rx", "{}", "+"],
+                   check=True)
+    return venv / "bin" / "python"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to the sandbox user needs root")
+def test_process_mode_runs_student_code_as_nobody_with_a_python_it_can_run(tmp_path):
+    """As in a Gradescope container without user namespaces: a plain process, accepted by
+    `sandbox.accept_weaker: process`, runs student code as `nobody` once that user can run the
+    interpreter (setup.sh installs it under /opt/tfcourse, readable by all)."""
+    folder = Path(tempfile.mkdtemp(prefix="tfpython-", dir="/var/tmp"))
+    try:
+        os.chmod(folder, 0o755)
+        python = copy_of_this_python(folder)
+        course = course_copy(tmp_path / "course", sandbox={"isolation": "process",
+                                                           "accept_weaker": "process"},
+                             limits=LIMITS)
+        submission = make_submission(tmp_path / "submitted" / "student", A, edit=inserted(
+            snoop(course.root, tmp_path / "submitted", tmp_path / "graded", "student", "other",
+                  write=False), KILL_PARENT))
+        report = tmp_path / "report.json"
+        subprocess.run([str(python), "-m", "autograder", str(submission), "--course",
+                        str(course.root), "--out", str(report)], cwd=course.root, check=True,
+                       env={**os.environ, "PYTHONPATH": str(course.root)}, timeout=600)
+        notebook = json.loads(report.read_text())["notebooks"][0]
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert notebook["sandbox"] == "process"
+    cells = {cell["label"]: cell for cell in notebook["cells"]}
+    snooped = cells["4"]["error"]["message"]
+    assert "uid 65534;" in snooped and "graders False;" in snooped
+    assert "PermissionError" == cells["5"]["error"]["type"]      # it cannot kill the grader
+    notes = " ".join(note["template"].format(**note["params"]) for note in notebook["notes"])
+    assert "student code runs as a plain process, not in bubblewrap" in notes

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -53,13 +54,19 @@ def cmd_build(options) -> int:
 def cmd_grade(options) -> int:
     course = _course(options)
     _import_autograder(course)
-    from autograder.runner import available_cores, grade_many, table
+    from autograder.runner import Interrupted, available_cores, grade_many, table
 
     jobs = options.jobs or available_cores()
     lang = options.lang or course.language
-    outcomes = grade_many(course, options.submissions, options.out, jobs=jobs, lang=lang,
-                          force=options.force, assignment=options.assignment,
-                          skip=options.skip or [], progress=not options.no_progress)
+    try:
+        outcomes = grade_many(course, options.submissions, options.out, jobs=jobs, lang=lang,
+                              force=options.force, assignment=options.assignment,
+                              skip=options.skip or [], progress=not options.no_progress)
+    except Interrupted as stop:
+        name = signal.Signals(stop.signal).name if stop.signal else "a signal"
+        print(f"tfcourse grade: stopped by {name}; every grader was ended. Results written "
+              f"before are kept; run the same command again to grade the rest.", file=sys.stderr)
+        return 128 + (stop.signal or signal.SIGTERM)
     print(table(outcomes))
     print(f"results in {options.out}/<submission>/results.json and feedback.md")
     return 0

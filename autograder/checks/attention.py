@@ -8,7 +8,8 @@ import math
 
 import torch
 
-from ..framework import Fail, as_tensor, check, close, expect_shape, pair, swapped
+from ..framework import (Fail, as_tensor, check, close, expect_kind, expect_like, expect_shape,
+                         expect_varies, largest_gap, pair, swapped)
 from ..sandbox import standins
 
 A = "01-attention"
@@ -18,7 +19,7 @@ SDPA = "scaled_dot_product_attention"
 def _sdpa(ctx, q, k, v, mask=None):
     args = (q, k, v) if mask is None else (q, k, v, mask)
     out, weights = pair(ctx.call(SDPA, *args), SDPA)
-    return as_tensor(out, "the output"), as_tensor(weights, "the weights")
+    return expect_kind(out, "floating", "the output"), expect_kind(weights, "floating", "the weights")
 
 
 def _variants(q, k, v, mask=None):
@@ -86,6 +87,9 @@ def sdpa_values(ctx):
 
 @check(A, "sdpa.mask")
 def sdpa_mask(ctx):
+    """Masking, apart from everything else: with a mask, the weights must be the function's own
+    weights without it, zero where the mask blocks and renormalised over the keys it keeps. So a
+    wrong scale (sdpa.values) does not cost these points too."""
     ctx.seed(14)
     q, k, v = ctx.randn(2, 3, 5, 4), ctx.randn(2, 3, 7, 4), ctx.randn(2, 3, 7, 6)
     causal = torch.ones(5, 7, dtype=torch.bool).triu(1)
@@ -94,6 +98,13 @@ def sdpa_mask(ctx):
     padding[1, ..., 3:] = True
     scattered = torch.rand(2, 3, 5, 7, generator=ctx.generator) < 0.4
     scattered[..., 0] = False                          # every query keeps one key
+    plain_out, plain = _sdpa(ctx, q, k, v)
+    expect_shape(plain, (2, 3, 5, 7), "the weights without a mask")
+    sums = plain.double().sum(-1)
+    if (plain < -1e-6).any() or not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
+        raise Fail("the weights are not a softmax over the keys (see the softmax check), so the "
+                   "mask cannot be checked apart from that")
+    combines = close(plain_out, plain.double() @ v.double(), 1e-4, 1e-4)
     cases = ((causal, "a causal mask [5, 7]", "the weights with a causal mask [5, 7]",
               "the output with a causal mask [5, 7]"),
              (padding, "a padding mask [2, 1, 1, 7]", "the weights with a padding mask [2, 1, 1, 7]",
@@ -102,30 +113,52 @@ def sdpa_mask(ctx):
               "the output with a full mask [2, 3, 5, 7]"))
     for mask, name, weights_what, output_what in cases:
         out, weights = _sdpa(ctx, q, k, v, mask)
-        expected_out, expected_weights = ctx.ref[SDPA](q, k, v, mask)
         expect_shape(weights, (2, 3, 5, 7), weights_what)
-        blocked = weights.double()[mask.expand(2, 3, 5, 7)]
+        blocked_where = mask.expand(2, 3, 5, 7)
+        blocked = weights.double()[blocked_where]
         if blocked.numel() and blocked.abs().max() > 1e-6:
-            allowed = weights.double()[~mask.expand(2, 3, 5, 7)]
+            allowed = weights.double()[~blocked_where]
             if allowed.numel() and allowed.abs().max() <= 1e-6:
                 raise Fail("with {name}, the weights are 0 where the mask is False: True means "
                            "blocked, so the mask is inverted", name=name)
             raise Fail("with {name}, a blocked key (mask True) got weight up to {w:.3f}; it "
                        "must get 0", name=name, w=float(blocked.abs().max()))
-        ctx.expect_close(weights, expected_weights, weights_what)
-        ctx.expect_close(out, expected_out, output_what)
+        kept = plain.double().masked_fill(blocked_where, 0.0)
+        expected = kept / kept.sum(-1, keepdim=True)
+        ctx.expect_close(weights, expected, weights_what,
+                         hint="mask the scores before the softmax, so that the weights of the "
+                              "keys left sum to 1")
+        if combines:                     # the function's own way of combining values, masked
+            ctx.expect_close(out, expected @ v.double(), output_what)
 
 
 # -- multi-head attention ------------------------------------------------------------------------
 D, H = 12, 3
 
 
-def _expected_mha(ctx, module, x_q, x_kv, mask, stand_in_used: bool):
+def _expected_mha(module, x_q, x_kv, mask) -> list[torch.Tensor]:
+    """What the reference gives with the stand-in attention under it, and with real attention.
+    A class that calls scaled_dot_product_attention by its name gets the stand-in; one that holds
+    its own attention function may not: either is accepted, so that a bug in the student's own
+    attention costs sdpa's points, not these (unless the class keeps its own copy of it)."""
     with torch.no_grad():
-        if not stand_in_used:
-            return module(x_q, x_kv, mask)
         with swapped(module.forward.__globals__, SDPA, standins.AttentionFunction()):
-            return module(x_q, x_kv, mask)
+            around_stand_in = module(x_q, x_kv, mask)
+        return [around_stand_in, module(x_q, x_kv, mask)]
+
+
+def _expect_mha(ctx, out, reference, x_q, x_kv, mask, used: bool, what: str, hint: str = ""):
+    """`out` must be one of the two expected outputs (see _expected_mha)."""
+    candidates = _expected_mha(reference, x_q, x_kv, mask)
+    out = expect_like(out, candidates[0], what)
+    if any(close(out, expected, ctx.atol, ctx.rtol) for expected in candidates):
+        return
+    if not used:
+        raise Fail("{what}: not the expected values (largest difference {gap:.2g}). "
+                   "MultiHeadAttention did not call scaled_dot_product_attention by that name, so "
+                   "your own attention function ran inside it, and a bug there shows here too",
+                   what=what, gap=largest_gap(out, candidates[1]))
+    ctx.expect_close(out, candidates[0], what, hint=hint)
 
 
 def _student_mha(ctx, seed=21, strict=True):
@@ -144,6 +177,8 @@ def _student_mha(ctx, seed=21, strict=True):
 
 
 def _run_mha(ctx, student, x_q, x_kv, mask=None):
+    """(output, whether the stand-in attention was called: from the student's process, so it
+    only words a message)."""
     args = (x_q, x_kv) if mask is None else (x_q, x_kv, mask)
     out = student.run(*args, swap_globals={SDPA: "AttentionFunction"})
     used = bool(ctx.global_calls(SDPA))
@@ -155,11 +190,8 @@ def mha_structure(ctx):
     student = ctx.new("MultiHeadAttention", D, H)
     expected = {f"w_{x}.{p}": ([D, D] if p == "weight" else [D]) for x in "qkvo"
                 for p in ("weight", "bias")}
-    got = student.parameters
-    if got != expected:
-        missing = sorted(set(expected) - set(got))
-        unexpected = sorted(set(got) - set(expected))
-        wrong = sorted(n for n in set(got) & set(expected) if got[n] != expected[n])
+    missing, unexpected, wrong = student.compare(expected)
+    if missing or unexpected or wrong:
         raise Fail("MultiHeadAttention(12, 3) should have exactly four nn.Linear(12, 12) with bias "
                    "named w_q, w_k, w_v, w_o (missing: {missing}; unexpected: {unexpected}; wrong "
                    "shape: {wrong})", missing=missing or "none", unexpected=unexpected or "none",
@@ -172,10 +204,9 @@ def mha_self(ctx):
     reference, student = _student_mha(ctx)
     x = ctx.randn(2, 5, D)
     out, used = _run_mha(ctx, student, x, x)
-    expected = _expected_mha(ctx, reference, x, x, None, used)
-    ctx.expect_close(out, expected, "self-attention on x [2, 5, 12] with 3 heads",
-                     hint="check how the heads are split and merged (view, then transpose), and "
-                          "that w_o is applied last")
+    _expect_mha(ctx, out, reference, x, x, None, used, "self-attention on x [2, 5, 12] with 3 heads",
+                hint="check how the heads are split and merged (view, then transpose), and that "
+                     "w_o is applied last")
 
 
 @check(A, "mha.cross")
@@ -184,13 +215,11 @@ def mha_cross(ctx):
     reference, student = _student_mha(ctx, seed=24)
     x, memory = ctx.randn(2, 5, D), ctx.randn(2, 7, D)
     out, used = _run_mha(ctx, student, x, memory)
-    expected = _expected_mha(ctx, reference, x, memory, None, used)
-    expect_shape(out, (2, 5, D), "cross-attention from x [2, 5, 12] to memory [2, 7, 12]")
-    if not close(out, expected, ctx.atol, ctx.rtol):
-        wrong = _expected_mha(ctx, reference, x, x, None, used)
-        if close(out, wrong, ctx.atol, ctx.rtol):
-            raise Fail("cross-attention took its keys and values from x_q; they must come from x_kv")
-        ctx.expect_close(out, expected, "cross-attention from x [2, 5, 12] to memory [2, 7, 12]")
+    what = "cross-attention from x [2, 5, 12] to memory [2, 7, 12]"
+    expect_shape(out, (2, 5, D), what)
+    if any(close(out, wrong, ctx.atol, ctx.rtol) for wrong in _expected_mha(reference, x, x, None)):
+        raise Fail("cross-attention took its keys and values from x_q; they must come from x_kv")
+    _expect_mha(ctx, out, reference, x, memory, None, used, what)
 
 
 @check(A, "mha.mask")
@@ -205,13 +234,19 @@ def mha_mask(ctx):
     after, _ = _run_mha(ctx, student, changed, changed, causal)
     expect_shape(before, (2, 6, D), "masked self-attention on x [2, 6, 12]")
     expect_shape(after, (2, 6, D), "masked self-attention on x [2, 6, 12]")
+    expect_varies(before[:, 4:], after[:, 4:], "masked self-attention at positions 4 and 5",
+                  "token 4 changed")
     for position in range(4):
         if not close(before[:, position], after[:, position], ctx.atol, ctx.rtol):
+            if not used:
+                raise Fail("with a causal mask, position {p} changed when token 4 changed. "
+                           "MultiHeadAttention did not call scaled_dot_product_attention by that "
+                           "name, so your own attention function ran inside it: see the sdpa "
+                           "checks", p=position)
             raise Fail("with a causal mask, position {p} changed when token 4 changed: the mask "
                        "does not reach the attention", p=position)
     if reference is not None:
-        expected = _expected_mha(ctx, reference, x, x, causal, used)
-        ctx.expect_close(before, expected, "masked self-attention")
+        _expect_mha(ctx, before, reference, x, x, causal, used, "masked self-attention")
     memory = ctx.randn(2, 7, D)
     pads = torch.zeros(2, 1, 1, 7, dtype=torch.bool)
     pads[:, ..., 5:] = True
@@ -219,8 +254,16 @@ def mha_mask(ctx):
     noisy = memory.clone()
     noisy[:, 5:] = ctx.randn(2, 2, D) * 3
     after, _ = _run_mha(ctx, student, x, noisy, pads)
-    if not close(as_tensor(before, "the output"), as_tensor(after, "the output"), ctx.atol,
-                 ctx.rtol):
+    kept = memory.clone()
+    kept[:, :2] = ctx.randn(2, 2, D) * 3
+    other, _ = _run_mha(ctx, student, x, kept, pads)
+    expect_varies(before, other, "cross-attention with a padding mask [2, 1, 1, 7]",
+                  "the keys that are not padding changed")
+    if not close(before, after, ctx.atol, ctx.rtol):
+        if not used:
+            raise Fail("changing the padded keys changed the output. MultiHeadAttention did not "
+                       "call scaled_dot_product_attention by that name, so your own attention "
+                       "function ran inside it: see the sdpa checks")
         raise Fail("changing the padded keys changed the output: the padding mask [B, 1, 1, Tk] "
                    "must block them for every head and query")
 
@@ -228,17 +271,20 @@ def mha_mask(ctx):
 # -- masks ---------------------------------------------------------------------------------------
 @check(A, "masks.causal")
 def masks_causal(ctx):
-    for size in (1, 4, 7):
+    # Size 1 comes last: there a mask that blocks the diagonal is also the inverse of the right
+    # one, and the message must name the real cause.
+    for size in (4, 7, 1):
         got = as_tensor(ctx.call("causal_mask", size), f"causal_mask({size})")
         expected = torch.ones(size, size, dtype=torch.bool).triu(1)
         if got.dtype != torch.bool:
-            raise Fail("causal_mask should return a bool tensor, not {dtype}", dtype=got.dtype)
+            raise Fail("causal_mask should return a bool tensor, not {dtype}",
+                       dtype=str(got.dtype).replace("torch.", ""))
         expect_shape(got, (size, size), f"causal_mask({size})")
         if not torch.equal(got, expected):
-            if torch.equal(got, ~expected):
-                raise Fail("causal_mask is inverted: True must mean blocked (the future)")
             if torch.equal(got, torch.ones(size, size, dtype=torch.bool).triu(0)):
                 raise Fail("causal_mask also blocks the diagonal: a position must see itself")
+            if torch.equal(got, ~expected):
+                raise Fail("causal_mask is inverted: True must mean blocked (the future)")
             raise Fail("causal_mask({size}) should be True exactly above the diagonal",
                        size=size)
 
@@ -255,7 +301,8 @@ def masks_padding(ctx):
                        "keys: [B, 1, 1, T]")
         expect_shape(got, (3, 1, 1, 6), f"padding_mask(tokens [3, 6], pad_id={pad_id})")
         if got.dtype != torch.bool:
-            raise Fail("padding_mask should return a bool tensor, not {dtype}", dtype=got.dtype)
+            raise Fail("padding_mask should return a bool tensor, not {dtype}",
+                       dtype=str(got.dtype).replace("torch.", ""))
         if not torch.equal(got, expected):
             raise Fail("padding_mask(tokens, pad_id={pad_id}) should be True exactly where the "
                        "token is pad_id", pad_id=pad_id)

@@ -13,12 +13,36 @@ import secrets
 
 import torch
 
-from ..framework import Fail, as_tensor, check, close, expect_shape
+from ..framework import Fail, as_tensor, check, close, dtype_kind, expect_kind, expect_shape, \
+    expect_varies
 from ..reference import recipe_source
+from ..sandbox import standins
 
 A = "03-sorting"
 BOS, V = 10, 11
 SMALL = dict(vocab_size=13, d_model=12, num_heads=3, num_layers=2, d_ff=20, dropout=0.2)
+
+
+def _output_layer_extras(handle, expected_names, vocab: int = V, width: int = 32) -> list[str]:
+    """Names of the tensors that no name of the contract reaches and that are shaped like an
+    output layer of their own ([V, d], [d, V], a bias [V]): a separate, untied output layer.
+    model.tied reports it; the other checks fill it with the embedding matrix (a tied output
+    layer in all but name), so that the one bug costs model.tied's point only."""
+    _, unexpected, _ = handle.compare({name: [0] for name in expected_names})
+    shapes = handle.parameters
+    return [name for name in unexpected if shapes[name] in ([vocab, width], [width, vocab],
+                                                            [vocab])]
+
+
+def _as_tied(state: dict, handle, extras: list[str]) -> dict:
+    """`state` plus, for each separate output-layer tensor, the embedding matrix in its place."""
+    embedding = state["embedding.weight"]
+    filled = dict(state)
+    for name in extras:
+        shape = handle.parameters[name]
+        filled[name] = (embedding if shape == list(embedding.shape) else embedding.T.contiguous()
+                        if len(shape) == 2 else torch.zeros(shape))
+    return filled
 
 
 def _loaded(ctx, seed, strict=True, **options):
@@ -29,13 +53,16 @@ def _loaded(ctx, seed, strict=True, **options):
     vocab = options.pop("vocab_size")
     reference = ctx.reference_module("Transformer", vocab, seed=seed, **options)
     student = ctx.new("Transformer", vocab, seed=seed, **options)
-    missing, unexpected = student.load(reference.state_dict())
+    state = reference.state_dict()
+    extras = _output_layer_extras(student, [name for name, _ in reference.named_parameters()],
+                                  vocab, options["d_model"])
+    missing, unexpected = student.load(_as_tied(state, student, extras))
     if (missing or unexpected) and not strict:
         return None, student
     if missing or unexpected:
-        raise Fail("cannot load the reference's weights into Transformer by name (missing: "
-                   "{missing}; unexpected: {unexpected})", missing=missing or "none",
-                   unexpected=unexpected or "none")
+        raise Fail("cannot load the reference's weights into Transformer by name (your model has "
+                   "no {unexpected}; the reference has no {missing})",
+                   missing=", ".join(missing) or "other", unexpected=", ".join(unexpected) or "other")
     return reference, student
 
 
@@ -43,16 +70,23 @@ def _loaded(ctx, seed, strict=True, **options):
 @check(A, "model.params")
 def model_params(ctx):
     handle = ctx.new("Transformer", V)
-    if handle.count() != 59744:
+    contract = [name for name, _ in ctx.reference_module("Transformer", V).named_parameters()]
+    extras = set(_output_layer_extras(handle, contract))
+    if handle.count([name for name in handle.parameters if name not in extras]) != 59744:
         raise Fail("Transformer(11) should have 59,744 parameters, not {n:,}: two encoder layers "
                    "(12,704 each), two decoder layers (16,992 each) and the embedding (352), "
-                   "registered once", n=handle.count())
+                   "registered once", n=handle.count([name for name in handle.parameters
+                                                       if name not in extras]))
     if handle.parameters.get("embedding.weight") != [V, 32]:
         raise Fail("model.embedding should be nn.Embedding(11, 32): 352 numbers")
     # One layer object at two depths shows as the same parameter under two indices; sharing
     # otherwise (a helper module holding the embedding, a tied output layer) is fine.
-    reused = [(a, b) for a, b in handle.info.get("shared", [])
-              if re.sub(r"\.\d+\.", ".", a) == re.sub(r"\.\d+\.", ".", b)]
+    first_name: dict[int, str] = {}
+    reused = []
+    for name, identity in handle.identity.items():
+        earlier = first_name.setdefault(identity, name)
+        if earlier != name and re.sub(r"\.\d+\.", ".", earlier) == re.sub(r"\.\d+\.", ".", name):
+            reused.append((name, earlier))
     if reused:
         raise Fail("some layers share their parameters ({pairs}): each depth needs its own layer",
                    pairs=", ".join(f"{a} = {b}" for a, b in reused[:3]))
@@ -61,9 +95,10 @@ def model_params(ctx):
     expected = {name: list(p.shape) for name, p in
                 ctx.reference_module("Transformer", 13, **{**options, "num_layers": 3})
                 .named_parameters()}
-    if small.parameters != expected:
-        missing = sorted(set(expected) - set(small.parameters))
-        unexpected = sorted(set(small.parameters) - set(expected))
+    missing, unexpected, _ = small.compare(expected)
+    unexpected = [name for name in unexpected
+                  if name not in _output_layer_extras(small, list(expected), 13, 12)]
+    if missing or unexpected:
         raise Fail("with num_layers=3 the parameters do not match the assignment (missing: "
                    "{missing}; unexpected: {unexpected}); keep the layers in nn.ModuleLists "
                    "named encoder and decoder, one new layer per depth",
@@ -73,24 +108,49 @@ def model_params(ctx):
 @check(A, "model.tied")
 def model_tied(ctx):
     handle = ctx.new("Transformer", V)
-    extra = [name for name, shape in handle.parameters.items()
-             if shape in ([V, 32], [32, V]) and name != "embedding.weight"]
+    contract = [name for name, _ in ctx.reference_module("Transformer", V).named_parameters()]
+    extra = _output_layer_extras(handle, contract)
     if extra:
-        raise Fail("the output layer must reuse the embedding matrix (logits = h E^T), not a "
-                   "matrix of its own ({names})", names=", ".join(extra))
-    # Tokens 7 to 10 never appear in the input, so their rows of the embedding matrix get a
-    # gradient only through the output layer: they do exactly when that layer is the matrix itself.
-    # (A property of the wiring alone: a model that computes other logits still shows it.)
+        raise Fail("the output layer must be the embedding matrix, transposed (logits = h E^T); "
+                   "you have a separate output layer ({names}: {n:,} extra parameters)",
+                   names=", ".join(extra), n=handle.count(extra))
+    # Tokens 7 to 10 are not in the input, so their rows of the embedding matrix reach the logits
+    # only through the output layer. Changing those rows must change exactly their logits, and by
+    # what the model's own features give: a property of the wiring alone, measured here.
+    reference, student = _loaded(ctx, seed=80)
+    vocab, width = SMALL["vocab_size"], SMALL["d_model"]
     ctx.seed(81)
     src, tgt_in = ctx.randint(0, 7, 2, 6), ctx.randint(0, 7, 2, 4)
-    got = handle.grad(src, tgt_in, weights=ctx.randn(2, 4, V))
-    gradient = got.get("embedding.weight")
-    unused = gradient[7:] if isinstance(gradient, torch.Tensor) and gradient.shape == (V, 32) \
-        else None
-    if unused is None or not bool((unused != 0).any(-1).all()):
-        raise Fail("the output layer does not reach the embedding matrix: rows of tokens that are "
-                   "not in the input got no gradient. Use self.embedding.weight itself for the "
-                   "output (no copy, no .data, no detach)")
+    what = "the logits for tgt_in [2, 4]"
+    before = expect_kind(expect_shape(student.run(src, tgt_in), (2, 4, vocab), what),
+                         "floating", what)
+    state = reference.state_dict()
+    changed = state["embedding.weight"].clone()
+    changed[7:] = ctx.randn(vocab - 7, width)
+    student.load({**state, "embedding.weight": changed})
+    after = expect_kind(expect_shape(student.run(src, tgt_in), (2, 4, vocab), what),
+                        "floating", what)
+    if close(before[..., 7:], after[..., 7:], ctx.atol, ctx.rtol):
+        raise Fail("the output layer does not use the embedding matrix: changing the embedding "
+                   "of tokens that are not in the input did not change their logits. Use "
+                   "self.embedding.weight itself for the output (no copy made at start)")
+    # The gradient says whether the output layer is the matrix itself (no .detach(), no .data).
+    # It comes from the student's process, so it is held to the model's own logits: for a tied
+    # output, row j of the gradient of sum(w * logits) satisfies E_j . grad_j = sum(w_j * logit_j).
+    weights = ctx.randn(2, 4, vocab)
+    gradient = student.grad(src, tgt_in, weights=weights).get("embedding.weight")
+    usable = isinstance(gradient, torch.Tensor) and tuple(gradient.shape) == (vocab, width) \
+        and dtype_kind(gradient) == "floating" and bool(torch.isfinite(gradient).all())
+    if not usable:
+        gradient = torch.zeros(vocab, width)
+    projected = (changed[7:].double() * gradient[7:].double()).sum(-1)
+    implied = (weights[..., 7:].double() * after[..., 7:].double()).sum((0, 1))
+    if not torch.allclose(projected, implied, atol=1e-3, rtol=1e-3):
+        raise Fail("the output layer does not pass gradients to the embedding matrix: rows of "
+                   "tokens that are not in the input got {what}. Use self.embedding.weight "
+                   "itself for the output (no .detach(), no .data)",
+                   what="no gradient" if not bool(gradient[7:].abs().sum()) else
+                   "a gradient that does not match the logits")
 
 
 @check(A, "model.embed")
@@ -179,11 +239,17 @@ def model_padding(ctx):
 
 # -- schedule and teacher forcing --------------------------------------------------------------
 def _number(value, what):
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        return float(value)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    raise Fail("{what} should return a number", what=what)
+    """A finite real number: a Python int or float, or a one-element int or float tensor."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and dtype_kind(value) in (
+            "integer", "floating"):
+        value = float(value)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = float(value)
+    else:
+        raise Fail("{what} should return a number", what=what)
+    if not math.isfinite(value):
+        raise Fail("{what} returned {value}, not a finite number", what=what, value=value)
+    return value
 
 
 @check(A, "schedule.noam")
@@ -220,10 +286,10 @@ def teacher_shift(ctx):
 
 @check(A, "teacher.floor")
 def teacher_floor(ctx):
-    for eps, vocab in ((0.1, 11), (0.25, 4), (0.05, 100)):
+    for eps, vocab in ((0.1, 11), (0.25, 4), (0.05, 100), (0.0, 11)):
         got = _number(ctx.call("smoothing_floor", eps, vocab), "smoothing_floor")
         expected = ctx.ref["smoothing_floor"](eps, vocab)
-        if not math.isclose(got, expected, rel_tol=1e-5):
+        if not math.isclose(got, expected, rel_tol=1e-5, abs_tol=1e-9):
             raise Fail("smoothing_floor({eps}, {vocab}) is {got:.5f}, expected {expected:.5f}: "
                        "the entropy of the smoothed target", eps=eps, vocab=vocab, got=got,
                        expected=expected)
@@ -231,16 +297,23 @@ def teacher_floor(ctx):
 
 # -- greedy decoding -------------------------------------------------------------------------------
 def _greedy(ctx, variant, src, length=None, seed=7):
-    handle, twin = ctx.probe("seq2seq", vocab_size=V, variant=variant, seed=seed)
+    """Greedy decoding by the student's function on a stand-in model whose every encode and
+    decode is computed (and counted) here: (the counts, its answer, the expected answer)."""
+    options = dict(vocab_size=V, variant=variant, seed=seed)
+    handle, counts = ctx.remote_probe("seq2seq", **options)
     args = (handle.ref(), src, BOS) if length is None else (handle.ref(), src, BOS, length)
     got = ctx.call("greedy_decode", *args)
-    expected = ctx.ref["greedy_decode"](twin, src, BOS, length)
-    return handle, got, expected
+    expected = ctx.ref["greedy_decode"](standins.probe("seq2seq", **options), src, BOS, length)
+    return counts, got, expected
+
+
+def _tokens(value, shape, what) -> torch.Tensor:
+    """Token ids: an integer tensor of `shape`."""
+    return expect_kind(expect_shape(value, shape, what), "integer", what)
 
 
 def _same(got, expected, what):
-    got = expect_shape(got, tuple(expected.shape), what)
-    return torch.equal(got.long(), expected.long())
+    return torch.equal(_tokens(got, tuple(expected.shape), what).long(), expected.long())
 
 
 @check(A, "greedy.no_bos")
@@ -248,7 +321,7 @@ def greedy_no_bos(ctx):
     ctx.seed(101)
     src = ctx.randint(0, 10, 4, 6)
     _, got, expected = _greedy(ctx, "bos", src)
-    got = expect_shape(got, tuple(expected.shape), "greedy_decode on src [4, 6]")
+    got = _tokens(got, tuple(expected.shape), "greedy_decode on src [4, 6]")
     if (got == BOS).any():
         raise Fail("greedy_decode emitted BOS on a model that rates BOS highest: BOS only starts "
                    "the decoder's input, so exclude it from the choice")
@@ -271,11 +344,10 @@ def greedy_last_position(ctx):
 def greedy_encoder_once(ctx):
     ctx.seed(103)
     src = ctx.randint(0, 10, 3, 8)
-    handle, got, _ = _greedy(ctx, "mixed", src)
-    counts = ctx.request("counters", handle=handle.name)
-    if counts.get("encode") != 1:
+    counts, got, _ = _greedy(ctx, "mixed", src)
+    if counts["encode"] != 1:
         raise Fail("greedy_decode ran the encoder {n} times for one call: run model.encode once "
-                   "and reuse the memory", n=counts.get("encode"))
+                   "and reuse the memory", n=counts["encode"])
 
 
 @check(A, "greedy.reference")
@@ -298,7 +370,7 @@ def greedy_length(ctx):
     if not _same(got, expected, "greedy_decode(model, src [5, 8], bos, length=5)"):
         raise Fail("greedy_decode with length=5 should return the 5 tokens written, without BOS")
     _, got, expected = _greedy(ctx, "mixed", src, seed=13)
-    got = as_tensor(got, "greedy_decode")
+    got = expect_kind(got, "integer", "greedy_decode")
     if tuple(got.shape) == (5, 9):
         raise Fail("greedy_decode returned BOS as its first column: return the tokens after it")
     if not _same(got, expected, "greedy_decode(model, src [5, 8], bos)"):
@@ -306,49 +378,64 @@ def greedy_length(ctx):
 
 
 # -- the trained model -----------------------------------------------------------------------------
+def _trained_weights(ctx, state, model: torch.nn.Module) -> None:
+    """Load what the student's process sent as its trained weights into the reference `model`,
+    by the contract's names, after checking each tensor: data from the student's side."""
+    if not isinstance(state, dict):
+        raise Fail("the trained model's weights could not be read (they came back as {kind})",
+                   kind=type(state).__name__)
+    weights = {}
+    for name, expected in model.state_dict().items():
+        if name not in state:
+            raise Fail("the trained model has no parameter {name}: keep the assignment's names "
+                       "(see model.params)", name=name)
+        weights[name] = expect_kind(expect_shape(state[name], tuple(expected.shape),
+                                                 f"the trained {name}"), "floating",
+                                    f"the trained {name}").to(expected.dtype)
+    model.load_state_dict(weights, strict=True)
+
+
 @check(A, "trained.accuracy")
 def trained_accuracy(ctx):
+    """Train in the student's process with the course's recipe; judge the weights here.
+
+    The student's code trains its Transformer with its own schedule and teacher forcing. Then only
+    its weights come out, and they are judged in this process, in the reference architecture with
+    the reference's greedy decoding, on sequences drawn after training from a seed nobody can
+    know. No student code runs while the model is judged, so it cannot tell an evaluation from
+    anything else, nor answer in the model's place."""
     training = ctx.course.training
     limit = ctx.course.limit("training_seconds")
-    result = ctx.request("train", timeout=limit, recipe=recipe_source(ctx.course, A),
-                         entry="train_sorter", kwargs={"seed": int(training["seed"]),
-                                                       "progress": False}, handle="trained")
-    ctx.extra["training_seconds"] = round(float(result["seconds"]), 2)
-    ctx.extra["final_loss"] = round(float(result["losses"][-1]), 4) if result["losses"] else None
+    recipe = recipe_source(ctx.course, A)
+    result = ctx.request("train", timeout=limit, recipe=recipe, entry="train_sorter",
+                         kwargs={"seed": int(training["seed"]), "progress": False},
+                         handle="trained")
+    losses = result.get("losses") if isinstance(result, dict) else None
+    if isinstance(losses, list) and losses and isinstance(losses[-1], (int, float)):
+        ctx.extra["final_loss"] = round(float(losses[-1]), 4)
+    if isinstance(result, dict) and isinstance(result.get("seconds"), (int, float)):
+        ctx.extra["training_seconds"] = round(float(result["seconds"]), 2)
+    scope = dict(ctx.ref)                       # the recipe's settings (course code, trusted)
+    exec(compile(recipe, "<recipe>", "exec"), scope)
+    settings = scope["RECIPE"]
+    torch.manual_seed(0)
+    model = ctx.ref["Transformer"](scope["VOCAB_SIZE"], d_model=settings["d_model"],
+                                   dropout=settings["dropout"])
+    _trained_weights(ctx, ctx.request("state", handle="trained"), model)
+    model.eval()
+
     eval_seed = secrets.randbits(62)              # drawn now, after training: nobody can know it
     ctx.extra["eval_seed"] = eval_seed
     count, length = int(training["eval_sequences"]), int(training["eval_length"])
     generator = torch.Generator().manual_seed(eval_seed)
     src = torch.randint(0, 10, (count, length), generator=generator)
-    target = src.sort(dim=1).values
-    model = {"$handle": "trained"}
-    predicted = expect_shape(ctx.call("greedy_decode", model, src, BOS, timeout=120),
-                             (count, length), "greedy_decode on the fresh sequences")
-    accuracy = float((predicted.long() == target).all(1).float().mean())
+    with torch.no_grad():
+        predicted = ctx.ref["greedy_decode"](model, src, scope["BOS"])
+    accuracy = float((predicted == src.sort(dim=1).values).all(1).float().mean())
     ctx.extra["greedy_accuracy"] = accuracy
-    tgt_in = torch.cat([torch.full((count, 1), BOS), predicted.long()[:, :-1]], dim=1)
-    logits = expect_shape(ctx.request("method", timeout=120, handle="trained", method="__call__",
-                                      args=[src, tgt_in], kwargs={}, train=False, seed=None,
-                                      swap_globals=None), (count, length, V), "the model's logits")
-    logits = logits.double().clone()
-    logits[..., BOS] = -math.inf
-    consistent = float((logits.argmax(-1) == predicted.long()).all(1).float().mean())
-    ctx.extra["teacher_forced_consistency"] = consistent
     threshold = float(training["threshold"])
     if accuracy <= threshold:
-        raise Fail("after training with the course's recipe, greedy decoding sorted {acc:.1%} of "
-                   "{n:,} fresh sequences; more than {goal:.0%} is needed", acc=accuracy, n=count,
-                   goal=threshold)
-    if consistent < threshold:
-        raise Fail("greedy_decode's answers are not what the model predicts ({share:.1%} agree "
-                   "with the model's own argmax): the answer must come from the model",
-                   share=consistent)
-    ctx.request("randomize", handle="trained", seed=eval_seed % 100000)
-    control = expect_shape(ctx.call("greedy_decode", model, src[:200], BOS, timeout=60),
-                           (200, length), "greedy_decode")
-    chance = float((control.long() == target[:200]).all(1).float().mean())
-    ctx.extra["control_accuracy"] = chance
-    if chance >= float(training["control_threshold"]):
-        raise Fail("with its weights replaced by random numbers the model still sorted {acc:.0%} "
-                   "of the sequences: the answer does not come from the trained weights",
-                   acc=chance)
+        raise Fail("after training with the course's recipe, the model's weights sorted {acc:.1%} "
+                   "of {n:,} fresh sequences (judged by the grader with the assignment's "
+                   "architecture and greedy decoding); more than {goal:.0%} is needed",
+                   acc=accuracy, n=count, goal=threshold)

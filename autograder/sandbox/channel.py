@@ -14,8 +14,14 @@ import time
 import torch
 
 MAX_HEADER = 16 * 1024 * 1024
-MAX_PAYLOAD = 512 * 1024 * 1024
+MAX_PAYLOAD = 512 * 1024 * 1024          # what the student's side accepts from the grader
+REPLY_LIMIT = 8 * 1024 * 1024            # what the grader accepts from student code: a reply
+# The grader imports this file as autograder.sandbox.channel; the sandbox runs a copy of it as
+# `channel`. Each side receives with its own limit unless it passes another.
+TRUSTED = __name__.startswith("autograder.")
+RECEIVE_LIMIT = REPLY_LIMIT if TRUSTED else MAX_HEADER + MAX_PAYLOAD
 MAX_DEPTH = 32
+MAX_TENSORS = 1 << 16
 _FRAME = struct.Struct("!QQ")
 
 DTYPES = {
@@ -32,6 +38,23 @@ class ChannelError(Exception):
 
 class ChannelTimeout(ChannelError):
     """No complete message arrived before the deadline."""
+
+
+class TooLarge(ChannelError):
+    """A message larger than the receiver accepts; none of it was read past its frame, so the
+    channel is out of step: end the other side."""
+
+    def __init__(self, size: int, limit: int, part: str = ""):
+        noun = "reply" if TRUSTED else "message"
+        super().__init__(f"the {noun}{part} was {_megabytes(size)} MB; at most "
+                         f"{_megabytes(limit)} MB")
+        self.size, self.limit = size, limit
+
+
+def _megabytes(size: int) -> str:
+    """A size in MB as a person reads it, rounded up (8.01 MB is not "8 MB")."""
+    tenths = math.ceil(size * 10 / 1048576)
+    return f"{tenths // 10}" if tenths % 10 == 0 else f"{tenths / 10:.1f}"
 
 
 def _encode(value, buffers, depth=0):
@@ -83,6 +106,7 @@ def _decode(value, buffers, depth=0):
 
 
 def _tensor(spec, buffers):
+    """A tensor over its buffer (a bytearray of its own, used once): no copy is made."""
     index, dtype, shape = spec.get("__tensor__"), spec.get("dtype"), spec.get("shape")
     if not isinstance(index, int) or not 0 <= index < len(buffers) or dtype not in DTYPES:
         raise ChannelError("malformed tensor in message")
@@ -91,12 +115,14 @@ def _tensor(spec, buffers):
         raise ChannelError("malformed tensor shape in message")
     dtype = DTYPES[dtype]
     count = math.prod(shape)
-    data = buffers[index]
+    data, buffers[index] = buffers[index], None      # one tensor per buffer: none share memory
+    if data is None:
+        raise ChannelError("malformed tensor in message")
     if len(data) != count * torch.empty((), dtype=dtype).element_size():
         raise ChannelError("tensor size does not match its shape")
     if count == 0:
         return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape).clone()
+    return torch.frombuffer(data, dtype=dtype).reshape(shape)
 
 
 def pack(message: dict) -> bytes:
@@ -113,42 +139,56 @@ def send(fd: int, message: dict) -> None:
         data = data[written:]
 
 
-def _read_exactly(fd: int, count: int, deadline: float | None) -> bytes:
-    chunks, remaining = [], count
-    while remaining:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise ChannelTimeout("timed out")
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
-                raise ChannelTimeout("timed out")
-        chunk = os.read(fd, min(remaining, 1 << 20))
-        if not chunk:
-            raise ChannelError("the other side closed the channel")
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
+def _read_into(fd: int, buffer: bytearray, deadline: float | None) -> None:
+    """Fill `buffer` from `fd`, in place."""
+    view, filled = memoryview(buffer), 0
+    try:
+        while filled < len(buffer):
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ChannelTimeout("timed out")
+                ready, _, _ = select.select([fd], [], [], left)
+                if not ready:
+                    raise ChannelTimeout("timed out")
+            count = os.readv(fd, [view[filled:filled + (1 << 20)]])
+            if not count:
+                raise ChannelError("the other side closed the channel")
+            filled += count
+    finally:
+        view.release()
 
 
-def recv(fd: int, timeout: float | None = None) -> dict:
+def _read_exactly(fd: int, count: int, deadline: float | None) -> bytearray:
+    buffer = bytearray(count)
+    _read_into(fd, buffer, deadline)
+    return buffer
+
+
+def recv(fd: int, timeout: float | None = None, max_bytes: int | None = None) -> dict:
+    """The next message from `fd`. `max_bytes` (by default RECEIVE_LIMIT: REPLY_LIMIT in the
+    grader) caps header and tensors together: a larger message raises TooLarge before any of it
+    is read. Each tensor's bytes are read once, into a buffer of their own that the tensor uses."""
+    limit = RECEIVE_LIMIT if max_bytes is None else max_bytes
     deadline = None if timeout is None else time.monotonic() + timeout
     header_size, payload_size = _FRAME.unpack(_read_exactly(fd, _FRAME.size, deadline))
-    if header_size > MAX_HEADER or payload_size > MAX_PAYLOAD:
-        raise ChannelError("message too large")
+    if header_size > MAX_HEADER or payload_size > MAX_PAYLOAD or \
+            header_size + payload_size > limit:
+        raise TooLarge(header_size + payload_size, limit)
+    header_limit = max(limit // 8, 1 << 16)      # JSON grows tenfold and more once parsed
+    if header_size > header_limit:
+        raise TooLarge(header_size, header_limit, " without its tensors")
     try:
         header = json.loads(_read_exactly(fd, header_size, deadline))
-    except (ValueError, RecursionError):
+    except (ValueError, RecursionError, MemoryError):
         raise ChannelError("message header is not valid JSON") from None
     sizes = header.get("sizes") if isinstance(header, dict) else None
-    if not isinstance(sizes, list) or not all(isinstance(n, int) and n >= 0 for n in sizes) \
-            or sum(sizes) != payload_size:
+    if not isinstance(sizes, list) or len(sizes) > MAX_TENSORS \
+            or not all(isinstance(n, int) and n >= 0 for n in sizes) or sum(sizes) != payload_size:
         raise ChannelError("malformed message sizes")
-    payload = _read_exactly(fd, payload_size, deadline)
-    buffers, offset = [], 0
+    buffers = []
     for size in sizes:
-        buffers.append(payload[offset:offset + size])
-        offset += size
+        buffers.append(_read_exactly(fd, size, deadline))
     try:
         body = _decode(header.get("body"), buffers)
     except RecursionError:

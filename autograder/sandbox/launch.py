@@ -1,27 +1,31 @@
 """Starting, watching and killing the student's process.
 
-Two ways to isolate, chosen by `sandbox.isolation` in course.yaml:
+Two ways to isolate, chosen by `sandbox.isolation` in course.yaml (docs/sandbox.md says what each
+guarantees):
 
-- `bwrap` (bubblewrap): the student's process sees a read-only filesystem with the course folder,
-  the submissions, the results and home folders hidden, a private /tmp, no network, and no other
-  process (its own PID namespace, so everything it starts dies with it). Run as root, it also drops
-  to `sandbox.user`.
-- `process`: a plain child in its own session with resource limits; as root it drops to
-  `sandbox.user` when that user can run the interpreter. Weaker: use it where bubblewrap cannot run.
+- `bwrap` (bubblewrap): the student's process sees only what is bound in for it (the system's
+  libraries, the interpreter and its packages, the harness, its own work folder: an allow-list,
+  nothing of the course, the submissions, the results, /root, /home or the machine's /tmp), no
+  network, no other process, and a work folder that is a tmpfs of `limits.disk_mb`. Run as root,
+  it also drops to `sandbox.user`.
+- `process`: a plain child with resource limits, as `sandbox.user` when grading as root. It sees
+  the machine's files, so it is used only where course.yaml accepts it (`sandbox.accept_weaker`);
+  otherwise grading refuses to run student code and says how to fix the machine.
 
-`auto` takes bwrap when it works on this machine. In both, a watchdog sums the memory of every
-process the student started and kills them all past the limit, and output is capped.
+`auto` takes bwrap when it works on this machine. In both, a keeper process (keeper.py) starts
+the student's process and ends everything it started, even when the grader is killed; a cgroup,
+where the machine lets us make one, or else a watchdog, holds the student's processes to
+`limits.memory_mb`, `limits.processes` and `limits.disk_mb`, and output is capped.
 """
 from __future__ import annotations
 
 import ctypes
 import functools
+import json
 import os
 import pwd
-import resource
 import shutil
 import signal
-import site
 import subprocess
 import sys
 import tempfile
@@ -29,12 +33,21 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import limits as measure
+from .binds import (INSIDE_LIB, INSIDE_PYTHON, INSIDE_WORK, Binds, gpu_binds, interpreter_binds,
+                    mask_hidden, system_binds, under)
+from .limits import DISK, MEMORY, PROCESSES, Cgroup, Limits
+
 HARNESS = ("worker.py", "channel.py", "standins.py")
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
-TMP = Path("/tmp")                   # emptied in the sandbox
 # Where sandboxes are made (else in the system's temporary folder): the runner sets it.
 SANDBOX_FOLDER = "TFCOURSE_SANDBOX_FOLDER"
+ALWAYS_HIDDEN = (Path("/root"), Path("/home"), Path("/tmp"))
+WATCH_SECONDS = 0.2
+DEFAULT_LIMITS = {"memory_mb": 3072, "disk_mb": 256, "processes": 64, "output_kb": 256}
+# sandbox.accept_weaker: how much weaker than bubblewrap course.yaml lets the isolation be.
+WEAKER = {False: 0, "no": 0, True: 1, "process": 1, "same-user": 2}
 SIGNAL_WORDS = {      # how a student's process ended, in words that follow "it"
     "SIGSEGV": "crashed with a segmentation fault (SIGSEGV: native code read memory it must not)",
     "SIGBUS": "crashed with a bus error (SIGBUS)",
@@ -43,15 +56,24 @@ SIGNAL_WORDS = {      # how a student's process ended, in words that follow "it"
     "SIGABRT": "aborted (SIGABRT)",
     "SIGKILL": "was killed (SIGKILL)",
 }
+# Sets RLIMIT_NPROC inside bubblewrap's user namespace (set outside, it would count every process
+# of the grader's user), then runs the worker.
+NPROC_TRAMPOLINE = ("import os, resource, sys; n = int(sys.argv[1]); "
+                    "resource.setrlimit(resource.RLIMIT_NPROC, (n, n)); "
+                    "os.execv(sys.argv[2], sys.argv[2:])")
 
 
 @dataclass
 class SandboxConfig:
     isolation: str = "auto"
     user: str = "nobody"
-    memory_mb: int = 3072
-    output_kb: int = 256
+    memory_mb: int = DEFAULT_LIMITS["memory_mb"]
+    disk_mb: int = DEFAULT_LIMITS["disk_mb"]
+    processes: int = DEFAULT_LIMITS["processes"]
+    output_kb: int = DEFAULT_LIMITS["output_kb"]
     threads: int = 1
+    gpu: bool = False
+    accept_weaker: object = False
     hide: list[Path] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)    # name in the work folder -> text
 
@@ -59,99 +81,159 @@ class SandboxConfig:
     def from_course(cls, course, files: dict[str, str], threads: int,
                     hide: list[Path]) -> "SandboxConfig":
         """The sandbox course.yaml asks for, with the course folder and `hide` out of sight."""
+        limit = {name: int(course.limits.get(name, default))
+                 for name, default in DEFAULT_LIMITS.items()}
         return cls(isolation=str(course.sandbox.get("isolation", "auto")),
                    user=str(course.sandbox.get("user", "nobody")),
-                   memory_mb=int(course.limit("memory_mb")),
-                   output_kb=int(course.limit("output_kb")),
-                   threads=threads, hide=[course.root, *hide], files=files)
+                   gpu=bool(course.sandbox.get("gpu", False)),
+                   accept_weaker=course.sandbox.get("accept_weaker", False),
+                   threads=threads, hide=[course.root, *hide], files=files, **limit)
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(self.memory_mb, self.disk_mb, self.processes)
+
+
+# -- choosing the isolation ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Isolation:
+    """How student code will run: the mode, the (uid, gid) it drops to, a note for the results
+    when it is weaker than bubblewrap, or why it must not run at all."""
+    mode: str
+    user: tuple[int, int] | None = None
+    warning: str | None = None
+    refusal: str | None = None
 
 
 @functools.lru_cache(maxsize=None)
-def bwrap_works() -> bool:
-    """Whether bubblewrap can make the namespaces we need on this machine (asked once)."""
-    if not shutil.which("bwrap") or (os.geteuid() == 0 and not shutil.which("setpriv")):
-        return False
+def bwrap_problem() -> str | None:
+    """Why bubblewrap cannot isolate student code on this machine, or None when it can (asked
+    once, with the options the sandbox uses)."""
+    if not shutil.which("bwrap"):
+        return "bubblewrap is not installed"
+    if os.geteuid() == 0 and not shutil.which("setpriv"):
+        return "setpriv (util-linux), which drops to the sandbox user inside bubblewrap, is missing"
     try:
-        return subprocess.run(["bwrap", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
-                               *_unshare_flags(), "--", "true"], capture_output=True,
-                              timeout=20).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+        done = subprocess.run(["bwrap", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+                               "--size", "65536", "--tmpfs", "/tmp", "--remount-ro", "/",
+                               *_unshare_flags(), "--", "true"], capture_output=True, text=True,
+                              timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"bubblewrap could not run ({error})"
+    if done.returncode != 0:
+        said = done.stderr.strip().splitlines()
+        return "bubblewrap cannot make its namespaces here" + (f" ({said[-1]})" if said else "")
+    return None
+
+
+def bwrap_works() -> bool:
+    return bwrap_problem() is None
 
 
 def _unshare_flags() -> list[str]:
     flags = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
              "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
-    return flags if os.geteuid() == 0 else ["--unshare-user", *flags]
+    if os.geteuid() == 0:
+        return flags
+    # In its own user namespace, student code could make more (and mount what it likes in
+    # them): bubblewrap 0.8 can forbid that.
+    nested = ["--disable-userns"] if _bwrap_knows("--disable-userns") else []
+    return ["--unshare-user", *nested, *flags]
 
 
 @functools.lru_cache(maxsize=None)
-def _user_can_run_python(uid: int, gid: int) -> bool:
+def _bwrap_knows(option: str) -> bool:
     try:
-        return subprocess.run([sys.executable, "-c", "import torch"], capture_output=True,
-                              timeout=60, user=uid, group=gid, extra_groups=[],
-                              cwd="/").returncode == 0
-    except (OSError, subprocess.SubprocessError):
+        return option in subprocess.run(["bwrap", "--help"], capture_output=True, text=True,
+                                         timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
         return False
 
 
-def choose_mode(config: SandboxConfig) -> tuple[str, tuple[int, int] | None, str | None]:
-    """(mode, (uid, gid) to drop to or None, warning when isolation is weaker than asked)."""
-    wanted = config.isolation
-    warning = None
-    if wanted not in ("auto", "bwrap", "process"):
-        warning, wanted = f"unknown sandbox.isolation {wanted!r}; using a plain process", "process"
-    mode = "bwrap" if wanted in ("auto", "bwrap") and bwrap_works() else "process"
-    if wanted == "bwrap" and mode == "process":
-        warning = ("bubblewrap is not usable here (install the `bubblewrap` package, and allow "
-                   "user namespaces); student code runs as a plain process instead")
-    if os.geteuid() != 0:
-        return mode, None, warning
-    uid, gid = _user_ids(config.user)
-    if uid is None:
-        return mode, None, f"sandbox.user {config.user!r} does not exist: student code runs as root"
-    if mode == "process" and not _user_can_run_python(uid, gid):
-        return mode, None, (f"student code runs as root: user {config.user!r} cannot run "
-                            f"{sys.executable}. Install bubblewrap, or put Python where that "
-                            f"user can reach it.")
-    return mode, (uid, gid), warning
-
-
-def _user_ids(name: str):
+def _user_ids(name: str) -> tuple[int, int] | None:
     try:
         entry = pwd.getpwnam(name)
         return entry.pw_uid, entry.pw_gid
     except KeyError:
-        return None, None
+        return None
 
 
-def _interpreter_paths() -> list[Path]:
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable),
-             os.path.dirname(os.path.realpath(sys.executable)), *site.getsitepackages()}
-    return sorted(Path(p) for p in paths if p and os.path.isdir(p))
+FIX_BWRAP = ("install bubblewrap (apt-get install bubblewrap) where unprivileged user namespaces "
+             "are allowed")
+FIX_PYTHON = ("put the Python environment where {user!r} can read and run it (python3 -m venv "
+              "/opt/tfcourse, install the course there, chmod -R a+rX /opt/tfcourse, and grade with "
+              "/opt/tfcourse/bin/python)")
+NOT_RUN = "student code was not run: "
 
 
-def _under(path: Path, parent: Path) -> bool:
-    return path == parent or parent in path.parents
+def choose_isolation(config: SandboxConfig) -> Isolation:
+    """The isolation this machine gives and course.yaml accepts; see docs/sandbox.md."""
+    accepted = WEAKER.get(config.accept_weaker)
+    if accepted is None:
+        return Isolation("none", refusal=f"{NOT_RUN}sandbox.accept_weaker is "
+                                         f"{config.accept_weaker!r}; use false, process or "
+                                         f"same-user")
+    if config.isolation not in ("auto", "bwrap", "process"):
+        return Isolation("none", refusal=f"{NOT_RUN}sandbox.isolation is {config.isolation!r}; "
+                                         f"use auto, bwrap or process")
+    if config.isolation == "process":
+        why, fix = ("course.yaml asks for sandbox.isolation: process",
+                    f"set sandbox.isolation: auto and {FIX_BWRAP}")
+    else:
+        problem = bwrap_problem()
+        if problem is None:
+            return _bubblewrap(config, accepted)
+        why, fix = f"bubblewrap cannot be used here ({problem})", FIX_BWRAP
+    if accepted < 1:
+        return Isolation("none", refusal=(
+            f"{NOT_RUN}{why}, so it would run as a plain process that can read this machine's "
+            f"files, and course.yaml does not accept weaker isolation. To fix: {fix}; or, where "
+            f"student code may see the machine (a throwaway container, as on Gradescope), set "
+            f"sandbox.accept_weaker: process in course.yaml"))
+    return _plain_process(config, accepted)
 
 
-def _reveal(paths: list[Path], hidden: list[Path]) -> list[str]:
-    """bwrap arguments that show `paths` (read-only) inside hidden folders. The folders leading
-    to them are made searchable by everyone: bwrap would make them 0700 and root's, so that the
-    sandbox user could start the interpreter but not find its standard library or run it again."""
-    inside = [p for p in paths if any(_under(p, h) for h in hidden)]
-    outermost = [p for p in inside if not any(p != q and _under(p, q) for q in inside)]
-    arguments, made = [], set()
-    for path in outermost:
-        cover = max((h for h in hidden if _under(path, h)), key=lambda h: len(h.parts))
-        for folder in reversed(path.parents):
-            if folder not in made and folder != cover and _under(folder, cover):
-                arguments += ["--perms", "0755", "--dir", str(folder)]
-                made.add(folder)
-        arguments += ["--ro-bind", str(path), str(path)]
-    return arguments
+def _bubblewrap(config: SandboxConfig, accepted: int) -> Isolation:
+    if os.geteuid() != 0:        # in its own user namespace, as our user, seeing the allow-list
+        return Isolation("bwrap")
+    user = _user_ids(config.user)
+    if user is not None:
+        return Isolation("bwrap", user)
+    if accepted < 2:
+        return Isolation("none", refusal=(
+            f"{NOT_RUN}sandbox.user {config.user!r} does not exist on this machine, and "
+            f"course.yaml does not accept running student code as root. To fix: create that "
+            f"user or name another in sandbox.user"))
+    return Isolation("bwrap", None, f"sandbox.user {config.user!r} does not exist: student code "
+                                    f"runs as root (sandbox.accept_weaker: same-user)")
 
 
+def _plain_process(config: SandboxConfig, accepted: int) -> Isolation:
+    """A plain process: as `sandbox.user` when grading as root and that user can run the
+    interpreter; as the grader's own user only where course.yaml accepts that too."""
+    me = pwd.getpwuid(os.geteuid()).pw_name if os.geteuid() else "root"
+    if os.geteuid() == 0:
+        user = _user_ids(config.user)
+        if user is not None and measure.interpreter_footprint_kb(user) is not None:
+            return Isolation("process", user, (
+                f"student code runs as a plain process, not in bubblewrap "
+                f"(sandbox.accept_weaker: {config.accept_weaker}): it can read what user "
+                f"{config.user!r} can read on this machine"))
+        why = (f"user {config.user!r} cannot run {sys.executable} with torch" if user else
+               f"sandbox.user {config.user!r} does not exist")
+        fix = FIX_PYTHON.format(user=config.user) if user else "create that user"
+    else:
+        why, fix = ("without bubblewrap, student code would run as the grader's own user",
+                    f"{FIX_BWRAP}, or grade as root")
+    if accepted < 2:
+        return Isolation("none", refusal=(
+            f"{NOT_RUN}{why}, so it would run as {me}, able to change the graders and the "
+            f"results, and course.yaml does not accept that. To fix: {fix}"))
+    return Isolation("process", None, f"{why}: student code runs as {me}, the grader's own user "
+                                      f"(sandbox.accept_weaker: same-user)")
+
+
+# -- the watchdog's view of the processes -------------------------------------------------------
 def set_subreaper() -> None:
     """Make orphans of our children (a student's daemon, say) become our children, so we find them."""
     try:
@@ -188,35 +270,31 @@ def descendants(root: int, table: dict[int, int] | None = None) -> list[int]:
     return found
 
 
-def _rss_kb(pid: int) -> int:
-    # RSS, not PSS: /proc/PID/smaps_rollup walks every page (a fifth of a second for a 1 GB
-    # process), and the watchdog reads it five times a second while a model trains.
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            for line in handle:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
 class Sandbox:
     """One student process. `start()` returns the two ends of the request channel."""
 
     def __init__(self, config: SandboxConfig):
         self.config = config
-        self.mode, self.drop_to, self.warning = choose_mode(config)
+        isolation = choose_isolation(config)
+        self.mode, self.drop_to = isolation.mode, isolation.user
+        self.warning, self.refusal = isolation.warning, isolation.refusal
         self.process: subprocess.Popen | None = None
+        self.cgroup: Cgroup | None = None
+        self.fd_in = self.fd_out = -1
         self.base = Path(tempfile.mkdtemp(prefix="tfgrade-", dir=os.environ.get(SANDBOX_FOLDER)))
         self.work, self.lib = self.base / "work", self.base / "lib"
         self.output = bytearray()
         self.output_dropped = 0
-        self.memory_exceeded = False
-        self.peak_rss_kb = 0
+        self.exceeded: str | None = None        # MEMORY, PROCESSES or DISK, once one is hit
+        self.peak_rss_kb = 0                     # the most memory the student's processes held
         self._stop = threading.Event()
         self._watchdog: threading.Thread | None = None
+        self._inside_pid: int | None = None      # a process whose root is the sandbox's
         self._prepare_folders()
+
+    @property
+    def memory_exceeded(self) -> bool:
+        return self.exceeded == MEMORY
 
     # -- folders ------------------------------------------------------------------------------
     def _prepare_folders(self):
@@ -226,6 +304,7 @@ class Sandbox:
         (self.work / "tmp").mkdir()
         for name in HARNESS:
             shutil.copy(here / name, self.lib / name)
+        shutil.copy(here / "keeper.py", self.base / "keeper.py")
         public = Path(__file__).resolve().parents[2] / "tfcourse"
         if not public.is_dir():
             import tfcourse
@@ -234,77 +313,143 @@ class Sandbox:
                         ignore=shutil.ignore_patterns("__pycache__", "build"))
         for name, text in self.config.files.items():
             (self.work / name).write_text(text, encoding="utf-8")
+        self._write_users()
         os.chmod(self.base, 0o711)
-        if self.drop_to:
+        if self.drop_to and self.mode == "process":
             for path in (self.work, self.work / "tmp", *self.work.iterdir()):
                 os.chown(path, *self.drop_to)
 
+    def _write_users(self) -> None:
+        """/etc/passwd and /etc/group for the sandbox: root and the sandbox user, no one else."""
+        uid, gid = self.drop_to or (os.geteuid(), os.getegid())
+        etc = self.base / "etc"
+        etc.mkdir()
+        (etc / "passwd").write_text(f"root:x:0:0:root:/:/usr/sbin/nologin\n"
+                                    f"student:x:{uid}:{gid}:student:{INSIDE_WORK}:/bin/sh\n")
+        (etc / "group").write_text(f"root:x:0:\nstudent:x:{gid}:\n")
+
+    @property
+    def work_inside(self) -> Path:
+        """The work folder as student code sees it."""
+        return INSIDE_WORK if self.mode == "bwrap" else self.work
+
     # -- starting -----------------------------------------------------------------------------
-    def _command(self, fd_in: int, fd_out: int) -> list[str]:
-        python = [sys.executable, "-E", "-s", "-B", str(self.lib / "worker.py"),
-                  "--fd-in", str(fd_in), "--fd-out", str(fd_out)]
+    def _worker(self, python: Path, lib: Path, fd_in: int, fd_out: int) -> list[str]:
+        return [str(python), "-E", "-s", "-B", str(lib / "worker.py"),
+                "--fd-in", str(fd_in), "--fd-out", str(fd_out)]
+
+    def _bwrap_arguments(self) -> tuple[list[str], Path]:
+        """Everything bwrap is told but the command, and the interpreter's path inside."""
+        binds = Binds()
+        system_binds(binds)
+        python = interpreter_binds(binds)
+        work = INSIDE_WORK
+        binds.bind(self.lib, INSIDE_LIB)
+        binds.arguments += ["--perms", "01777", "--size", str(self.config.disk_mb << 20),
+                            "--tmpfs", str(work), "--perms", "01777", "--dir", str(work / "tmp")]
+        for name in self.config.files:
+            binds.add("--ro-bind", str(self.work / name), work / name)
+        for name in ("passwd", "group"):
+            binds.add("--ro-bind", str(self.base / "etc" / name), Path("/etc", name))
+        if any(under(inside, Path("/tmp")) for inside in binds.trees.values()):
+            binds.arguments += ["--perms", "0755", "--dir", "/tmp"]     # read-only, below
+        else:
+            binds.add("--symlink", str(work / "tmp"), Path("/tmp"))
+        hidden = {Path(os.path.realpath(p)) for p in [*self.config.hide, *ALWAYS_HIDDEN,
+                                                         Path.home()] if Path(p).exists()}
+        mask_hidden(binds, sorted(hidden))
+        binds.arguments += ["--proc", "/proc", "--dev", "/dev"]
+        if self.config.gpu:
+            gpu_binds(binds)
+        binds.arguments += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", str(work),
+                            *_unshare_flags()]
+        if self.drop_to:
+            binds.arguments += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        return binds.arguments, python
+
+    def _command(self, fd_in: int, fd_out: int, arguments_fd: int, python: Path) -> list[str]:
+        """The command the keeper runs. In bwrap, its options come through `arguments_fd`, so that
+        bwrap's own command line (visible inside as /proc/1/cmdline) names no host path."""
         if self.mode != "bwrap":
-            return python
-        # An empty /tmp, then an empty folder over each hidden one outside it; the interpreter is
-        # shown again where it lies under one of them (a course folder in /tmp with its venv, say).
-        command = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                   "--tmpfs", str(TMP)]
-        hidden = sorted({Path(p).resolve() for p in self.config.hide if Path(p).exists()}
-                        | {Path(p) for p in ("/root", "/home") if Path(p).is_dir()}
-                        | {Path(os.path.expanduser("~")).resolve()},
-                        key=lambda p: len(p.parts))
-        hidden = [p for p in hidden if p != Path("/") and not _under(p, TMP)]
-        for path in hidden:
-            command += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null",
-                                                                      str(path)]
-        command += _reveal(_interpreter_paths(), [*hidden, TMP])
-        command += ["--perms", "0755", "--dir", str(self.base),
-                    "--bind", str(self.work), str(self.work),
-                    "--ro-bind", str(self.lib), str(self.lib), "--chdir", str(self.work),
-                    *_unshare_flags()]
+            return self._worker(Path(sys.executable), self.lib, fd_in, fd_out)
+        command = ["bwrap", "--args", str(arguments_fd), "--"]
         if self.drop_to:
             uid, gid = self.drop_to
-            command += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
-                        "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
+            command += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
                         "--inh-caps=-all", "--bounding-set=-all"]
-            return command + python
-        return command + ["--"] + python
+        if self._nproc_inside():
+            command += [str(python), "-I", "-S", "-c", NPROC_TRAMPOLINE,
+                        str(self.config.processes)]
+        return command + self._worker(python, INSIDE_LIB, fd_in, fd_out)
+
+    def _nproc_inside(self) -> bool:
+        """Whether RLIMIT_NPROC must be set inside bubblewrap's user namespace (no pids cgroup,
+        not root)."""
+        return self.mode == "bwrap" and os.geteuid() != 0 and not self._pids_counted()
+
+    def _pids_counted(self) -> bool:
+        return self.cgroup is not None and self.cgroup.pids is not None
 
     def _environment(self) -> dict[str, str]:
         threads = str(self.config.threads)
-        return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.work),
-                "TMPDIR": str(self.work / "tmp"), "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
-                "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
-                "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+        python_bin = (INSIDE_PYTHON / "bin" if self.mode == "bwrap" and sys.prefix != sys.base_prefix
+                      else Path(sys.executable).parent)
+        environment = {"PATH": f"{python_bin}:/usr/local/bin:/usr/bin:/bin",
+                       "HOME": str(self.work_inside), "TMPDIR": str(self.work_inside / "tmp"),
+                       "LANG": "C.UTF-8", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": threads,
+                       "MKL_NUM_THREADS": threads, "PYTHONHASHSEED": "0",
+                       "PYTHONDONTWRITEBYTECODE": "1"}
+        if not self.config.gpu:
+            environment["CUDA_VISIBLE_DEVICES"] = ""      # and bwrap shows no GPU device
+        elif "CUDA_VISIBLE_DEVICES" in os.environ:
+            environment["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
+        return environment
 
-    def _limits(self):
-        try:                     # die with the grader, even if it is killed
-            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
-        # Address space is only the backstop (against one huge allocation): torch alone reserves
-        # some 700 MB of it. Nearer the limit, it and the watchdog would race to stop a growing
-        # process, and the watchdog's kill could land on the next check instead.
-        memory = (2 * self.config.memory_mb + 1024) * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 20, 256 << 20))
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        if self.mode == "process" and self.drop_to:
-            uid, gid = self.drop_to
-            os.setgroups([])
-            os.setgid(gid)
-            os.setuid(uid)
+    def _rlimits(self) -> dict[str, tuple[int, int]]:
+        """The student's process's resource limits. The address space is only a backstop against
+        one huge allocation (the cgroup or the watchdog limit real memory): what the interpreter
+        maps to import torch, measured on this machine, plus twice the memory limit. None with a
+        GPU, whose driver reserves far more address space than it uses."""
+        disk = self.config.disk_mb << 20
+        found = {"RLIMIT_CORE": (0, 0), "RLIMIT_FSIZE": (disk, disk)}
+        footprint = measure.interpreter_footprint_kb(self.drop_to if self.mode == "process"
+                                                     else None)
+        if footprint and not self.config.gpu:
+            space = (footprint << 10) + ((2 * self.config.memory_mb + 1024) << 20)
+            found["RLIMIT_AS"] = (space, space)
+        if self.mode == "process" and not self._pids_counted() and self.drop_to and \
+                self.drop_to[0] != os.geteuid():
+            # No PID namespace to kill a fork bomb at once: the kernel must stop it. It counts
+            # every process of the sandbox user, so graders running side by side share it.
+            found["RLIMIT_NPROC"] = (self.config.processes, self.config.processes)
+        return found
 
     def start(self) -> tuple[int, int]:
+        """Start the keeper, which starts the student's process; nothing when grading refused."""
+        if self.refusal:
+            return -1, -1
+        self.cgroup = Cgroup.create(self.config.limits)
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
+        passed, arguments_fd, python = (to_child_r, from_child_w), -1, Path(sys.executable)
+        if self.mode == "bwrap":
+            arguments, python = self._bwrap_arguments()
+            arguments_fd = _memory_file(b"".join(a.encode() + b"\0" for a in arguments))
+            passed += (arguments_fd,)
+        spec = {"command": self._command(to_child_r, from_child_w, arguments_fd, python),
+                "cwd": str(self.work), "rlimits": self._rlimits(), "grader": os.getpid(),
+                "user": self.drop_to if self.mode == "process" else None, "fds": passed,
+                "cgroup_procs": self.cgroup.procs_files if self.cgroup else [],
+                "cgroup_folders": [str(f) for f in self.cgroup.folders] if self.cgroup else []}
         self.process = subprocess.Popen(
-            self._command(to_child_r, from_child_w), pass_fds=(to_child_r, from_child_w),
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            cwd=self.work, env=self._environment(), start_new_session=True,
-            preexec_fn=self._limits)
-        os.close(to_child_r)
-        os.close(from_child_w)
+            [sys.executable, "-I", "-S", str(self.base / "keeper.py")], pass_fds=passed,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            cwd=self.base, env=self._environment(), start_new_session=True,
+            preexec_fn=_die_with_grader)
+        for fd in passed:
+            os.close(fd)
+        self.process.stdin.write(json.dumps(spec).encode())
+        self.process.stdin.close()
         self.fd_in, self.fd_out = to_child_w, from_child_r
         self._stop.clear()
         threading.Thread(target=self._drain, daemon=True).start()
@@ -326,19 +471,78 @@ class Sandbox:
             self.output_dropped += max(0, len(chunk) - max(room, 0))
 
     def _watch(self):
-        limit_kb = self.config.memory_mb * 1024
-        while not self._stop.wait(0.2):
-            process = self.process
-            if process is None or process.poll() is not None:
+        tick = 0
+        while not self._stop.wait(WATCH_SECONDS):
+            if not self.alive():
                 return
-            table = _process_table()           # one look at /proc: it is not free
-            pids = {process.pid, *descendants(process.pid, table), *self._orphans(table)}
-            total = sum(_rss_kb(pid) for pid in pids)
-            self.peak_rss_kb = max(self.peak_rss_kb, total)
-            if total > limit_kb:
-                self.memory_exceeded = True
+            kind = self._measure(thorough=tick % 5 == 0)
+            if kind:
+                self.exceeded = self.exceeded or kind
                 self.kill()
                 return
+            tick += 1
+
+    def _members(self, table: dict[int, int] | None = None) -> list[int]:
+        """The student's processes: the cgroup's members, or the keeper's descendants (the keeper
+        is their subreaper) and anything that escaped to us. Never the keeper itself."""
+        table = _process_table() if table is None else table
+        found = set(self.cgroup.members()) if self.cgroup else set()
+        if self.process is not None:
+            found.update(descendants(self.process.pid, table))
+            found.discard(self.process.pid)
+        found.update(self._orphans(table))
+        return sorted(found)
+
+    def _measure(self, thorough: bool) -> str | None:
+        """Which limit the student's processes are over now, if any; records the peak memory."""
+        kind = self.cgroup.exceeded() if self.cgroup else None
+        if kind:
+            return kind
+        pids = self._members()
+        if self.cgroup is not None and self.cgroup.memory is not None:
+            self.peak_rss_kb = max(self.peak_rss_kb, self.cgroup.peak_kb())
+        else:
+            held = measure.memory_held_kb(pids, read_map_files=os.geteuid() == 0)
+            self.peak_rss_kb = max(self.peak_rss_kb, held)
+            if held > self.config.memory_mb * 1024:
+                return MEMORY
+        if not self._pids_counted() and measure.tasks(pids) >= self.config.processes:
+            return PROCESSES
+        return DISK if self._disk_full(pids, thorough) else None
+
+    def _disk_full(self, pids: list[int], thorough: bool) -> bool:
+        """Whether the student's processes filled the disk they may write to: the work folder's
+        tmpfs in bwrap (seen through a process inside); the work folder, and in a `thorough` look
+        what the sandbox user keeps in the machine's shared temporary folders, otherwise."""
+        limit = self.config.disk_mb
+        if self.mode == "bwrap":
+            for pid in [self._inside_pid, *reversed(pids)]:
+                try:
+                    used, full = measure.tmpfs_used_mb(f"/proc/{pid}/root{INSIDE_WORK}")
+                except (OSError, TypeError):
+                    continue
+                self._inside_pid = pid
+                return full or used >= limit
+            return False
+        used = measure.folder_mb(self.work, limit)
+        if thorough and self.drop_to and self.drop_to[0] != os.geteuid() and used < limit:
+            used += measure.shared_temp_mb(self.drop_to[0], limit - used, self.base)
+        return used >= limit
+
+    def limit_exceeded(self) -> str | None:
+        """The limit the student's processes went over, as the student should read it ("used more
+        than 768 MB of memory"), or None. Looks now, not only at the watchdog's last look: a fork
+        refused or a disk found full must be told as such, not as the error it caused."""
+        if self.exceeded is None and self.cgroup is not None:
+            self.exceeded = self.cgroup.exceeded()
+        if self.exceeded is None and self.alive():
+            looking = not self._pids_counted() or (self.mode == "bwrap" and not self._inside_pid)
+            pids = self._members() if looking else []
+            if not self._pids_counted() and measure.tasks(pids) >= self.config.processes:
+                self.exceeded = PROCESSES
+            elif self._disk_full(pids, thorough=False):
+                self.exceeded = DISK
+        return self.config.limits.message(self.exceeded) if self.exceeded else None
 
     # -- ending -------------------------------------------------------------------------------
     def alive(self) -> bool:
@@ -373,13 +577,9 @@ class Sandbox:
         if process is None:
             return
         for _ in range(5):
-            victims = [process.pid, *descendants(process.pid)] if process.poll() is None else []
-            victims += self._orphans()
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            for pid in victims:
+            if self.cgroup is not None:
+                self.cgroup.kill()
+            for pid in [*self._members(), process.pid]:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
@@ -389,15 +589,15 @@ class Sandbox:
             except subprocess.TimeoutExpired:
                 continue
             self._reap()
-            if not self._orphans():
+            if not self._members():
                 break
         self._stop.set()
 
     def _orphans(self, table: dict[int, int] | None = None) -> list[int]:
-        """Processes that escaped to us as their subreaper (double-forked daemons).
+        """Processes that escaped to us as their subreaper (when the keeper itself was killed).
 
         The grader process that owns a sandbox has no other children, so any child but the
-        sandbox itself is something the student left behind.
+        sandbox's keeper is something the student left behind.
         """
         table = _process_table() if table is None else table
         me = os.getpid()
@@ -420,9 +620,62 @@ class Sandbox:
 
     def close(self):
         self.kill()
-        # The watchdog may still be killing (after a memory overrun): let it finish, or it would
-        # take the next sandbox's process, a child of ours too, for a daemon left behind.
+        # The watchdog may still be killing (after a limit was hit): let it finish, or it would
+        # take the next sandbox's keeper, a child of ours too, for a daemon left behind.
         if self._watchdog is not None and self._watchdog is not threading.current_thread():
             self._watchdog.join()
+        if self.cgroup is not None:
+            self.peak_rss_kb = max(self.peak_rss_kb, self.cgroup.peak_kb())
+            self.cgroup.remove()
         shutil.rmtree(self.base, ignore_errors=True)
 
+
+def _memory_file(data: bytes) -> int:
+    """A file descriptor of an anonymous file holding `data`, read from its start."""
+    fd = os.memfd_create("bwrap-arguments")
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _die_with_grader() -> None:
+    """In the keeper, before it starts: SIGTERM when the grader dies, so that it ends the
+    sandbox (the keeper checks that the grader did not die before this was set)."""
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def describe(course) -> str:
+    """One line on how this machine would isolate the course's student code, for a setup check
+    ("REFUSED: ..." when grading would not run it). Measures the interpreter's footprint, so that
+    the first submission need not."""
+    config = SandboxConfig.from_course(course, {}, 1, [])
+    isolation = choose_isolation(config)
+    if isolation.refusal:
+        return f"REFUSED: {isolation.refusal}"
+    footprint = measure.interpreter_footprint_kb(isolation.user if isolation.mode == "process"
+                                                 else None)
+    cgroup = Cgroup.create(config.limits)
+    kept = f"a cgroup (v{cgroup.version})" if cgroup else "the watchdog (no cgroup can be made)"
+    if cgroup:
+        cgroup.remove()
+    uid = isolation.user[0] if isolation.user else os.geteuid()
+    return (f"isolation: {isolation.mode}, student code as uid {uid}; limits kept by {kept}; "
+            f"torch maps {(footprint or 0) >> 10} MB to import"
+            + (f"; note: {isolation.warning}" if isolation.warning else ""))
+
+
+def main(argv=None) -> int:
+    """`python -m autograder.sandbox.launch COURSE`: say how student code would be isolated;
+    status 1 when grading would refuse to run it."""
+    from tfcourse.course import load_course
+
+    line = describe(load_course((argv or sys.argv[1:] or [None])[0]))
+    print(line)
+    return 1 if line.startswith("REFUSED") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

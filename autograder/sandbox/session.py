@@ -43,11 +43,16 @@ class StudentError(Exception):
 
 
 class ProcessEnded(Exception):
-    """The student's process died (exit, signal) or was killed for memory."""
+    """The student's process died (exit, signal), was killed at a limit, or was never started
+    (the sandbox refused to run student code on this machine).
 
-    def __init__(self, description: str, memory: bool = False):
+    `limit` names the limit it went over ("memory", "processes", "disk"); `memory` is kept for
+    the checks that word a memory overrun their own way.
+    """
+
+    def __init__(self, description: str, memory: bool = False, limit: str | None = None):
         super().__init__(description)
-        self.description, self.memory = description, memory
+        self.description, self.memory, self.limit = description, memory, limit
 
 
 class TimedOut(Exception):
@@ -75,6 +80,8 @@ class StudentSession:
     peak_rss_kb: int = 0
     output_tail: str = ""
     output_dropped: int = 0              # bytes of the student's output beyond the cap
+    # handle -> handler(method, args) of the stand-ins whose answers this side computes
+    callbacks: dict = field(default_factory=dict)
 
     def __post_init__(self):
         self._sandbox: Sandbox | None = None
@@ -101,6 +108,8 @@ class StudentSession:
             self._sandbox = Sandbox(self.config)
             self._fd_in, self._fd_out = self._sandbox.start()
         self.warning = self._sandbox.warning
+        if self._sandbox.refusal:            # this machine cannot isolate student code enough
+            raise ProcessEnded(self._sandbox.refusal)
         try:
             self._request("init", self._timeout(60), threads=self.config.threads,
                           forbidden=self.forbidden)
@@ -159,23 +168,36 @@ class StudentSession:
     def _request(self, op: str, timeout: float, **args):
         self._next_id += 1
         request_id = self._next_id
+        deadline = time.monotonic() + timeout
         try:
             self._send({"id": request_id, "op": op, "args": args}, timeout)
-            left = self._await_reply(timeout)
-            reply = channel.recv(self._fd_out, timeout=left)
+            while True:
+                left = self._await_reply(max(deadline - time.monotonic(), 0.001))
+                reply = channel.recv(self._fd_out, timeout=left, max_bytes=channel.REPLY_LIMIT)
+                if "callback" not in reply:
+                    break
+                self._answer_callback(reply["callback"], deadline)
         except channel.ChannelTimeout:
             self._sandbox.kill()
             raise TimedOut(timeout) from None
+        except channel.TooLarge as error:
+            self._sandbox.kill()
+            raise ProcessEnded(f"sent the grader a reply too large ({error})") from None
         except (channel.ChannelError, OSError) as error:
             self._sandbox.settle()
             alive = self._sandbox.alive()
-            self._sandbox.kill()
-            if self._sandbox.memory_exceeded:
-                raise ProcessEnded(f"used more than {self.config.memory_mb} MB of memory",
-                                   memory=True) from None
+            over = self._sandbox.limit_exceeded()        # before the kill: the disk is seen
+            self._sandbox.kill()                         # through a live process
+            over = over or self._sandbox.limit_exceeded()
+            if over:
+                raise self._over_limit(over) from None
             if alive:                        # it lives, but the channel is closed or garbled
                 raise ProcessEnded(f"broke its connection to the grader ({error})") from None
             raise ProcessEnded(self._sandbox.exit_description()) from None
+        over = self._sandbox.limit_exceeded()     # a fork refused, a disk full: say that,
+        if over:                                  # not the error it caused
+            self._sandbox.kill()
+            raise self._over_limit(over)
         if reply.get("id") != request_id:
             self._sandbox.kill()
             raise ProcessEnded("sent a reply out of turn")
@@ -187,6 +209,23 @@ class StudentSession:
             raise StudentError(error if isinstance(error, dict) else {"type": "Error",
                                                                       "message": str(error)})
         return reply.get("value")
+
+    def _answer_callback(self, call, deadline: float) -> None:
+        """A remote stand-in in the student's process asks for its answer: compute it here with
+        the handler registered for it (which also counts and records, on this side)."""
+        handler = self.callbacks.get(call.get("handle")) if isinstance(call, dict) else None
+        if handler is None:
+            answer = {"ok": False, "error": "no such stand-in"}
+        else:
+            try:
+                answer = {"ok": True, "value": handler(str(call.get("method")), call.get("args"))}
+            except (TypeError, ValueError, IndexError, RuntimeError) as error:
+                answer = {"ok": False, "error": f"the stand-in model could not answer: {error}"}
+        self._send(answer, max(deadline - time.monotonic(), 0.001))
+
+    def _over_limit(self, description: str) -> ProcessEnded:
+        kind = self._sandbox.exceeded
+        return ProcessEnded(description, memory=kind == "memory", limit=kind)
 
     def _send(self, message: dict, timeout: float) -> None:
         """channel.send with a deadline: student code may stop its side from reading, and a

@@ -7,6 +7,10 @@ can tell, say, that a decoder layer gave its cross-attention the target instead 
 
 This file runs on both sides (it is copied into the sandbox): the trusted side builds the same
 stand-ins from the same seed to compute what a correct component must return around them.
+
+Every stand-in accepts, and ignores, arguments beyond the contract's (a `dropout=None` that the
+student's own helper takes, say), so that a class that passes its helper an extra optional
+argument is graded on its wiring, not stopped by a TypeError.
 """
 import torch
 from torch import nn
@@ -50,7 +54,7 @@ class Recorder:
 class AttentionFunction(Recorder):
     """In place of scaled_dot_product_attention(q, k, v, mask) -> (out, weights)."""
 
-    def __call__(self, q, k, v, mask=None):
+    def __call__(self, q, k, v, mask=None, *extra, **options):
         self.record(q_shape=list(q.shape), k_shape=list(k.shape), v_shape=list(v.shape),
                     masked=mask is not None)
         weights = torch.sigmoid(q @ k.transpose(-2, -1))
@@ -66,7 +70,7 @@ class PositionalTable(Recorder):
     builds its table once for max_len and one that builds it per call get the same positions.
     """
 
-    def __call__(self, T, d_model):
+    def __call__(self, T, d_model, *extra, **options):
         self.record(T=int(T), d_model=int(d_model))
         position = torch.arange(int(T), dtype=torch.float32)[:, None]
         column = torch.arange(int(d_model), dtype=torch.float32)[None, :]
@@ -82,7 +86,7 @@ class AttentionProbe(nn.Module):
         self.register_buffer("b", _weights(seed + 1, d_model, d_model, scale=d_model ** -0.5))
         self.recorder = Recorder()
 
-    def forward(self, x_q, x_kv, mask=None):
+    def forward(self, x_q, x_kv, mask=None, *extra, **options):
         self.recorder.record(x_q=x_q, x_kv=x_kv, mask=mask)
         mixed = mixing_weights(x_q, x_kv, mask) @ x_kv / 4.0
         return torch.tanh(x_q @ self.a) + mixed @ self.b
@@ -96,7 +100,7 @@ class FeedForwardProbe(nn.Module):
         self.register_buffer("c", _weights(seed, d_model, d_model, scale=d_model ** -0.5))
         self.recorder = Recorder()
 
-    def forward(self, x):
+    def forward(self, x, *extra, **options):
         self.recorder.record(x=x)
         return torch.tanh(x @ self.c) * 1.5
 
@@ -109,7 +113,7 @@ class EncoderLayerProbe(nn.Module):
         self.register_buffer("d", _weights(seed, d_model, d_model, scale=d_model ** -0.5))
         self.recorder = Recorder()
 
-    def forward(self, x, mask=None):
+    def forward(self, x, mask=None, *extra, **options):
         self.recorder.record(x=x, mask=mask)
         mixed = mixing_weights(x, x, mask) @ x / 4.0
         return x + torch.tanh((x + mixed) @ self.d)
@@ -132,11 +136,11 @@ class Seq2SeqProbe(nn.Module):
         self.encode_calls = 0
         self.decode_calls = 0
 
-    def encode(self, src, src_mask=None):
+    def encode(self, src, src_mask=None, *extra, **options):
         self.encode_calls += 1
         return self.src_table[src]
 
-    def decode(self, tgt_in, memory, memory_mask=None):
+    def decode(self, tgt_in, memory, memory_mask=None, *extra, **options):
         self.decode_calls += 1
         batch, steps = tgt_in.shape
         if self.variant == "count":
@@ -150,7 +154,28 @@ class Seq2SeqProbe(nn.Module):
             logits[..., self.vocab_size - 1] = logits.max() + 10.0
         return logits
 
-    def forward(self, src, tgt_in):
+    def forward(self, src, tgt_in, *extra, **options):
+        return self.decode(tgt_in, self.encode(src))
+
+
+class RemoteModel(nn.Module):
+    """An encoder-decoder stand-in with no weights of its own: each encode and decode is a request
+    to the trusted grader, which computes the answer with its twin and counts the calls there, so
+    nothing in the student's process can change the count or see the twin's weights."""
+
+    def __init__(self, handle: str, call, vocab_size: int):
+        super().__init__()
+        self._handle, self._call, self.vocab_size = handle, call, vocab_size
+        # One parameter, so that `next(model.parameters()).device` works as on a real model.
+        self.anchor = nn.Parameter(torch.zeros(1), requires_grad=False)
+
+    def encode(self, src, src_mask=None, *args, **kwargs):
+        return self._call(self._handle, "encode", [src])
+
+    def decode(self, tgt_in, memory, memory_mask=None, *args, **kwargs):
+        return self._call(self._handle, "decode", [tgt_in, memory])
+
+    def forward(self, src, tgt_in, *args, **kwargs):
         return self.decode(tgt_in, self.encode(src))
 
 

@@ -8,7 +8,6 @@ the other side, so nothing this process (or the student code in it) says can awa
 import argparse
 import builtins
 import contextlib
-import functools
 import importlib
 import os
 import sys
@@ -39,12 +38,23 @@ class Worker:
                 return
             reply = self.answer(request)
             reply["id"] = request.get("id")
-            reply["tripwires"], self.tripped = sorted(set(self.tripped)), []
+            # What the tripwires (`_tripwire`) saw during this request. They append to this very
+            # list, so it is emptied in place. Calls while a cell loads are not reported: only a
+            # check's calls count against its stubs (the static rule reads the cells themselves),
+            # and a scratch cell run again after a restart must not cost a check its points.
+            called = sorted(set(self.tripped))
+            self.tripped.clear()
+            reply["tripwires"] = [] if request.get("op") == "exec" else called
             try:
-                channel.send(self.fd_out, reply)
+                packed = channel.pack(reply)
+                if len(packed) > channel.REPLY_LIMIT:      # the grader would refuse it
+                    raise ValueError(f"the reply was {len(packed) / 1048576:.1f} MB; at most "
+                                     f"{channel.REPLY_LIMIT // 1048576} MB")
+                _write_all(self.fd_out, packed)
             except ValueError as error:          # something in the reply cannot be sent
                 channel.send(self.fd_out, {"id": request.get("id"), "ok": False,
-                                           "error": _error_info(error), "tripwires": []})
+                                           "error": _error_info(error),
+                                           "tripwires": reply["tripwires"]})
             if request.get("op") == "quit":
                 return
 
@@ -61,8 +71,7 @@ class Worker:
     # -- set-up and student code ------------------------------------------------------------
     def op_init(self, threads: int, forbidden: list):
         torch.set_num_threads(max(1, int(threads)))
-        for name in forbidden:
-            self._tripwire(name)
+        self._tripwire([str(name) for name in forbidden])
         return {"pid": os.getpid()}
 
     def op_exec(self, label: str, source: str):
@@ -92,18 +101,20 @@ class Worker:
         return self._describe(module)
 
     def op_probe(self, handle: str, kind: str, options: dict):
-        self.handles[handle] = standins.probe(kind, **options)
+        if kind == "remote":         # answered by the trusted grader, call by call
+            self.handles[handle] = standins.RemoteModel(handle, self._remote, **options)
+        else:
+            self.handles[handle] = standins.probe(kind, **options)
         return None
-
-    def op_describe(self, handle: str):
-        return self._describe(self.handles[handle])
 
     def op_load(self, handle: str, state: dict):
         result = self.handles[handle].load_state_dict(state, strict=False)
         return {"missing": list(result.missing_keys), "unexpected": list(result.unexpected_keys)}
 
     def op_state(self, handle: str):
-        return {name: tensor for name, tensor in self.handles[handle].state_dict().items()}
+        """The module's parameters and buffers by every name they are reachable under."""
+        module = self.handles[handle]
+        return {name: tensor.detach() for name, tensor in _named_tensors(module)}
 
     def op_method(self, handle: str, method: str = "forward", args=(), kwargs=None, train=False,
                   seed=None, swap_globals=None, grad=False):
@@ -137,24 +148,11 @@ class Worker:
         return None
 
     def op_calls(self, handle: str):
-        """What a stand-in recorded, then forget it."""
+        """What a stand-in recorded, then forget it (the grader uses it only to word a message)."""
         holder = self.handles.get(handle) or self.globals_log.get(handle)
         recorder = getattr(holder, "recorder", holder)
         calls, recorder.calls = recorder.calls, []
         return calls
-
-    def op_counters(self, handle: str):
-        module = self.handles[handle]
-        counts = {"encode": module.encode_calls, "decode": module.decode_calls}
-        module.encode_calls = module.decode_calls = 0
-        return counts
-
-    def op_randomize(self, handle: str, seed: int):
-        generator = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            for parameter in self.handles[handle].parameters():
-                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.5)
-        return None
 
     def op_train(self, recipe: str, entry: str, kwargs: dict, handle: str):
         """Run the course's recipe cell against the student's code; keep the trained model."""
@@ -169,6 +167,15 @@ class Worker:
         return None
 
     # -- helpers ------------------------------------------------------------------------------
+    def _remote(self, handle: str, method: str, args: list):
+        """Ask the grader to compute a stand-in's answer (it keeps the weights, and counts)."""
+        channel.send(self.fd_out, {"callback": {"handle": handle, "method": method,
+                                                "args": list(args)}})
+        reply = channel.recv(self.fd_in)
+        if not reply.get("ok"):
+            raise RuntimeError(str(reply.get("error")))
+        return reply.get("value")
+
     def _lookup(self, name: str):
         if name not in self.namespace:
             raise NameError(f"name '{name}' is not defined")
@@ -200,8 +207,15 @@ class Worker:
         for name, spec in (swap_globals or {}).items():
             stand_in = getattr(standins, spec)()
             self.globals_log[name] = stand_in
-            swapped[name] = self.namespace.get(name, _MISSING)
-            self.namespace[name] = stand_in
+            original = self.namespace.get(name, _MISSING)
+            # other names of the same function or class (`attention = scaled_dot_product_
+            # attention`) get the stand-in too, so an alias does not bypass it
+            aliases = [other for other, value in self.namespace.items()
+                       if original is not _MISSING and value is original and other != name
+                       and not other.startswith("__")]
+            for each in (name, *aliases):
+                swapped.setdefault(each, self.namespace.get(each, _MISSING))
+                self.namespace[each] = stand_in
         try:
             yield
         finally:
@@ -217,55 +231,169 @@ class Worker:
         return {
             "module": True,
             "type": type(module).__name__,
-            "params": [[name, list(p.shape)] for name, p in module.named_parameters()],
-            "buffers": [[name, list(b.shape)] for name, b in module.named_buffers()],
+            # every name under which a parameter is reachable, with the id of the tensor it is:
+            # a module registered twice (an alias, a tied weight) shows under both names
+            "params": [[name, list(p.shape), _identity(p)] for name, p in _named_tensors(
+                module, buffers=False)],
             "children": [[name, type(child).__name__, _identity(child)]
-                         for name, child in module.named_modules(remove_duplicate=False) if name],
-            "shared": _shared_parameters(module),
+                         for name, child in _named_modules(module) if name],
         }
 
-    def _tripwire(self, dotted: str):
-        module_name, _, attribute = dotted.rpartition(".")
-        try:
-            owner = importlib.import_module(module_name)
-            original = getattr(owner, attribute)
-        except (ImportError, AttributeError):
-            return
+    def _tripwire(self, forbidden: list):
+        """Wrap torch's ready-made attention so that every call is reported with the reply to the
+        request it happened in (`serve` reads and empties `self.tripped`, the list every wrapper
+        appends to). Wrapped: the names in course.yaml `rules.forbidden` and what else in torch
+        reaches the same code: the functions of torch, torch.nn.functional, torch._C._nn and
+        torch._VF named like them (RELATIVES below, the table of autograder/rules.py), the
+        torch.ops.aten operators and their overloads (torch.ops.aten._scaled_dot_product_
+        attention_math.default), and __init__ and forward of the classes (nn.MultiheadAttention,
+        nn.Transformer*, under every name they have). The wrappers have no __wrapped__.
+
+        The student's code runs in this process, so it can undo this (or find the original
+        function some other way): the static rule (autograder/rules.py) is the main defence, and
+        this the second net, for what that rule cannot see."""
+        import re
+        relatives = {       # == autograder/rules.py RELATIVES (tests/test_rules.py compares them)
+            "scaled_dot_product_attention": r"scaled_dot|sdpa|(?:^|_)sdp(?:_|$)|flash_attention|"
+                                            r"efficient_attention|cudnn_attention|fused_attention|"
+                                            r"flex_attention",
+            "multi_head_attention_forward": r"multi_head_attention",
+            "MultiheadAttention": r"MultiheadAttention",
+            "TransformerEncoderLayer": r"TransformerEncoderLayer|transformer_encoder_layer",
+            "TransformerDecoderLayer": r"TransformerDecoderLayer|transformer_decoder_layer",
+        }
         tripped = self.tripped
-        if isinstance(original, type):
-            for method in ("__init__", "forward"):
-                inner = original.__dict__.get(method)
-                if inner is None:
-                    continue
+        matchers = []
+        for dotted in forbidden:
+            last = dotted.rpartition(".")[2]
+            matchers.append((last, re.compile(relatives[last]) if last in relatives else None))
 
-                def wrapped(*args, _inner=inner, **kwargs):
-                    tripped.append(dotted)
-                    return _inner(*args, **kwargs)
-                setattr(original, method, functools.wraps(inner)(wrapped))
-        else:
+        def named_like(name: str) -> bool:
+            return any(name == last or (pattern is not None and pattern.search(name))
+                       for last, pattern in matchers)
+
+        def reporting(function, reported: str):
             def wrapped(*args, **kwargs):
-                tripped.append(dotted)
-                return original(*args, **kwargs)
-            setattr(owner, attribute, functools.wraps(original)(wrapped))
+                tripped.append(reported)
+                return function(*args, **kwargs)
+            for attribute in ("__name__", "__qualname__", "__doc__", "__module__"):
+                try:
+                    setattr(wrapped, attribute, getattr(function, attribute))
+                except (AttributeError, TypeError):
+                    pass
+            wrapped._tripwire = reported
+            return wrapped
 
+        class Operator:
+            """In place of torch.ops.aten.<name>: calling it, or an overload of it, is reported."""
+
+            def __init__(self, target, reported: str):
+                self._target, self._reported = target, reported
+
+            def __call__(self, *args, **kwargs):
+                tripped.append(self._reported)
+                return self._target(*args, **kwargs)
+
+            def __getattr__(self, name: str):
+                value = getattr(self._target, name)
+                if callable(value) and not name.startswith("__"):
+                    return Operator(value, self._reported)
+                return value
+
+        def wrap(owner, attribute: str, reported: str) -> None:
+            try:
+                original = getattr(owner, attribute)
+            except (AttributeError, ImportError, RuntimeError):
+                return
+            if getattr(original, "_tripwire", None) or isinstance(original, Operator):
+                return
+            if isinstance(original, type):           # the class itself, whatever its names
+                for method in ("__init__", "forward"):
+                    inner = original.__dict__.get(method)
+                    if inner is not None and not getattr(inner, "_tripwire", None):
+                        setattr(original, method, reporting(inner, reported))
+            elif callable(original):
+                try:
+                    setattr(owner, attribute, reporting(original, reported))
+                except (AttributeError, TypeError):  # an immutable type (_VariableFunctions)
+                    pass
+
+        for dotted in forbidden:
+            module_name, _, attribute = dotted.rpartition(".")
+            try:
+                wrap(importlib.import_module(module_name), attribute, dotted)
+            except ImportError:
+                continue
+        if not matchers:
+            return
+        namespaces = {"torch": torch, "torch.nn.functional": torch.nn.functional,
+                      "torch._C._nn": torch._C._nn, "torch._VF": torch._VF, "torch.nn": torch.nn,
+                      "torch.nn.modules.activation": torch.nn.modules.activation,
+                      "torch.nn.modules.transformer": torch.nn.modules.transformer}
+        for prefix, namespace in namespaces.items():
+            names = set(dir(namespace))
+            if prefix == "torch._VF":                # a module that forwards to this class
+                names |= set(dir(torch._C._VariableFunctions))
+            for name in sorted(names):
+                if not name.startswith("__") and named_like(name):
+                    wrap(namespace, name, f"{prefix}.{name}")
+        try:
+            operators = torch._C._dispatch_get_all_op_names()
+        except (AttributeError, RuntimeError):
+            operators = []
+        for full in sorted(operators):
+            namespace, _, name = full.partition("::")
+            name = name.split(".")[0]
+            if namespace == "aten" and named_like(name):
+                try:
+                    packet = getattr(torch.ops.aten, name)
+                except (AttributeError, RuntimeError):
+                    continue
+                if not isinstance(packet, Operator):
+                    setattr(torch.ops.aten, name, Operator(packet, f"torch.ops.aten.{name}"))
 
 _MISSING = object()
 
 
-def _identity(module) -> int:
-    return id(module) % (1 << 52)
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
-def _shared_parameters(module):
-    """Names of parameters that are the same tensor as an earlier-named one."""
-    seen, shared = {}, []
-    for name, parameter in module.named_parameters(remove_duplicate=False):
-        key = id(parameter)
-        if key in seen:
-            shared.append([name, seen[key]])
-        else:
-            seen[key] = name
-    return shared
+def _identity(thing) -> int:
+    return id(thing) % (1 << 52)
+
+
+# A description reads torch's own registries (the dicts that state_dict, load_state_dict and the
+# optimizer use) with torch's own functions, captured before any student code runs: a student's
+# class that overrides named_parameters or named_modules does not change what the grader sees.
+_GET = object.__getattribute__
+
+
+def _named_modules(module, prefix="", seen=None):
+    """(name, module) for the module and everything under it, by every name (aliases too)."""
+    seen = set() if seen is None else seen
+    yield prefix, module
+    if id(module) in seen:              # a cycle: a module that holds itself
+        return
+    seen = seen | {id(module)}
+    for name, child in _GET(module, "_modules").items():
+        if isinstance(child, torch.nn.Module):
+            yield from _named_modules(child, f"{prefix}.{name}" if prefix else name, seen)
+
+
+def _named_tensors(module, buffers=True):
+    """(name, tensor) of every parameter (and persistent buffer), under every name it has."""
+    for prefix, owner in _named_modules(module):
+        tables = [_GET(owner, "_parameters")]
+        if buffers:
+            skip = _GET(owner, "_non_persistent_buffers_set")
+            tables.append({k: v for k, v in _GET(owner, "_buffers").items() if k not in skip})
+        for table in tables:
+            for name, tensor in table.items():
+                if isinstance(tensor, torch.Tensor):
+                    yield (f"{prefix}.{name}" if prefix else name), tensor
 
 
 def _plain(value, depth=0):

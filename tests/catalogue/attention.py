@@ -1,4 +1,6 @@
 """Bugs in 01-attention: scaled dot-product attention, multi-head attention, the masks."""
+from alternatives import ANNOTATED_ATTENTION
+
 from . import bug
 
 A = "01-attention"
@@ -9,51 +11,66 @@ CAUSAL = "torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)"
 PADDING = "(tokens == pad_id)[:, None, None, :]"
 
 BUGS = [
-    # scaled dot-product attention
+    # scaled dot-product attention. A wrong scale is one cause: it costs sdpa.values, where the
+    # message names the scale, and not sdpa.mask as well (exact).
     bug("sdpa_no_scale", A, "sdpa-code", SCALE, "q @ k.transpose(-2, -1)",
-        {"sdpa.values", "sdpa.mask"}),
+        {"sdpa.values": "sqrt(d_k)"}, exact=True),
     bug("sdpa_scale_by_d_k", A, "sdpa-code", SCALE, "q @ k.transpose(-2, -1) / q.shape[-1]",
-        {"sdpa.values"}),
+        {"sdpa.values": "sqrt(d_k)"}, exact=True),
     bug("sdpa_scale_by_sqrt_d_v", A, "sdpa-code", SCALE,
-        "q @ k.transpose(-2, -1) / math.sqrt(v.shape[-1])", {"sdpa.values"}),
+        "q @ k.transpose(-2, -1) / math.sqrt(v.shape[-1])", {"sdpa.values": ("sqrt(d_v)", "d_k")},
+        exact=True),
     bug("sdpa_softmax_over_queries", A, "sdpa-code", "softmax(dim=-1)", "softmax(dim=-2)",
-        {"sdpa.softmax", "sdpa.values"}),
-    bug("sdpa_k_dot_T", A, "sdpa-code", "k.transpose(-2, -1)", "k.T", {"sdpa.shapes"}),
+        {"sdpa.softmax": "last axis", "sdpa.values": "last axis"}),
+    bug("sdpa_k_dot_T", A, "sdpa-code", "k.transpose(-2, -1)", "k.T", {"sdpa.shapes": "transpose"}),
     bug("sdpa_mask_inverted", A, "sdpa-code", FILL,
-        'scores = scores.masked_fill(~mask, float("-inf"))', {"sdpa.mask"}),
+        'scores = scores.masked_fill(~mask, float("-inf"))', {"sdpa.mask": "inverted"}),
     bug("sdpa_mask_eq_0_convention", A, "sdpa-code", FILL,
-        "scores = scores.masked_fill(mask == 0, -1e9)", {"sdpa.mask"}),
+        "scores = scores.masked_fill(mask == 0, -1e9)", {"sdpa.mask": "inverted"}),
     bug("sdpa_masked_fill_zero", A, "sdpa-code", FILL, "scores = scores.masked_fill(mask, 0)",
-        {"sdpa.mask"}),
+        {"sdpa.mask": "-inf"}),
     bug("sdpa_softmax_before_mask", A, "sdpa-code",
         FILL + "\n    weights = scores.softmax(dim=-1)",
         "weights = scores.softmax(dim=-1).masked_fill(mask, 0.0)\n"
-        "    else:\n        weights = scores.softmax(dim=-1)", {"sdpa.mask"}),
+        "    else:\n        weights = scores.softmax(dim=-1)",
+        {"sdpa.mask": "before the softmax"}),
     bug("sdpa_returns_scores", A, "sdpa-code", "return weights @ v, weights",
-        "return weights @ v, scores", {"sdpa.softmax", "sdpa.values"}),
+        "return weights @ v, scores", {"sdpa.softmax": "scores", "sdpa.values": ()}),
+    # A student who ported the Annotated Transformer and kept its mask convention (True = keep):
+    # the attention function is wrong, and only it. Its MultiHeadAttention (the port's, which
+    # passes dropout= to the attention function) is right and must not lose a point for it.
+    bug("annotated_mask_polarity_kept", A, "sdpa-code", "scores.masked_fill(mask, -1e9)",
+        "scores.masked_fill(mask == 0, -1e9)", {"sdpa.mask": "inverted"},
+        port=ANNOTATED_ATTENTION),
     # multi-head attention
     bug("mha_split_without_transpose", A, "mha-code", SPLIT,
-        "x.view(x.shape[0], self.num_heads, x.shape[1], self.d_k)", {"mha.self", "mha.cross"}),
+        "x.view(x.shape[0], self.num_heads, x.shape[1], self.d_k)",
+        {"mha.self": "transpose", "mha.cross": ()}),
     bug("mha_merge_without_transpose", A, "mha-code",
-        "out.transpose(1, 2).reshape(", "out.reshape(", {"mha.self", "mha.cross"}),
+        "out.transpose(1, 2).reshape(", "out.reshape(", {"mha.self": "transpose", "mha.cross": ()}),
     bug("mha_merge_view_not_contiguous", A, "mha-code", "out.transpose(1, 2).reshape(",
-        "out.transpose(1, 2).view(", {"mha.self", "mha.cross", "mha.mask"}),
+        "out.transpose(1, 2).view(",
+        {"mha.self": "reshape", "mha.cross": "reshape", "mha.mask": "reshape"}),
     bug("mha_keys_values_from_x_q", A, "mha-code",
         "split(self.w_k(x_kv)), split(self.w_v(x_kv))",
-        "split(self.w_k(x_q)), split(self.w_v(x_q))", {"mha.cross"}),
+        "split(self.w_k(x_q)), split(self.w_v(x_q))", {"mha.cross": "x_kv"}),
     bug("mha_no_output_projection", A, "mha-code", "return self.w_o(out)", "return out",
-        {"mha.self", "mha.cross"}),
+        {"mha.self": "w_o", "mha.cross": ()}),
     bug("mha_ignores_mask", A, "mha-code", "scaled_dot_product_attention(q, k, v, mask)",
-        "scaled_dot_product_attention(q, k, v)", {"mha.mask"}),
-    # masks
+        "scaled_dot_product_attention(q, k, v)", {"mha.mask": "does not reach the attention"}),
+    # masks. A mask that blocks the diagonal equals the inverse of the right one at size 1: the
+    # message must still name the diagonal.
     bug("causal_blocks_diagonal", A, "masks-code", CAUSAL,
-        "torch.ones(T, T, dtype=torch.bool).triu(diagonal=0)", {"masks.causal"}),
+        "torch.ones(T, T, dtype=torch.bool).triu(diagonal=0)", {"masks.causal": "diagonal"}),
+    bug("causal_triu_diagonal_0_uint8", A, "masks-code", CAUSAL,
+        "torch.triu(torch.ones((T, T)), diagonal=0).type(torch.uint8) == 1",
+        {"masks.causal": "diagonal"}),
     bug("causal_inverted_tril", A, "masks-code", CAUSAL, "torch.tril(torch.ones(T, T)).bool()",
-        {"masks.causal"}),
+        {"masks.causal": "inverted"}),
     bug("causal_float_mask", A, "masks-code", CAUSAL, "torch.ones(T, T).triu(diagonal=1)",
-        {"masks.causal"}),
+        {"masks.causal": "bool"}),
     bug("padding_on_query_axis", A, "masks-code", PADDING, "(tokens == pad_id)[:, None, :, None]",
-        {"masks.padding"}),
+        {"masks.padding": "query axis"}),
     bug("padding_inverted", A, "masks-code", PADDING, "(tokens != pad_id)[:, None, None, :]",
-        {"masks.padding"}),
+        {"masks.padding": "inverted"}),
 ]

@@ -1,4 +1,6 @@
 """Bugs in 02-layers: positions, feed-forward, encoder and decoder layers, the classifier."""
+from alternatives import ANNOTATED_LAYERS
+
 from . import bug
 
 A = "02-layers"
@@ -7,7 +9,10 @@ SIN_COS = ("table[:, 0::2] = torch.sin(position * rate)\n"
 RATE = "10000 ** (-torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)"
 ENC_ATTN = "x = self.norm1(x + self.dropout(self.self_attn(x, x, mask)))"
 ENC_FFN = "return self.norm2(x + self.dropout(self.ffn(x)))"
+DEC_SELF = "y = self.norm1(y + self.dropout(self.self_attn(y, y, self_mask)))"
 DEC_CROSS = "y = self.norm2(y + self.dropout(self.cross_attn(y, memory, memory_mask)))"
+DEC_FFN = "return self.norm3(y + self.dropout(self.ffn(y)))"
+DEC_LAYER = DEC_SELF + "\n        " + DEC_CROSS + "\n        " + DEC_FFN
 LAYERS = ("nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, dropout)\n"
           "                                    for _ in range(num_layers))")
 
@@ -15,63 +20,86 @@ BUGS = [
     # positional encoding
     bug("positions_sin_cos_swapped", A, "positions-code", SIN_COS,
         "table[:, 0::2] = torch.cos(position * rate)\n"
-        "    table[:, 1::2] = torch.sin(position * rate)", {"positions.values"}),
+        "    table[:, 1::2] = torch.sin(position * rate)", {"positions.values": "swapped"}),
     bug("positions_exponent_not_divided", A, "positions-code", RATE,
-        "10000 ** (-torch.arange(0, d_model, 2, dtype=torch.float32))", {"positions.values"}),
+        "10000 ** (-torch.arange(0, d_model, 2, dtype=torch.float32))",
+        {"positions.values": "d_model"}),
     bug("positions_i_instead_of_2i", A, "positions-code", RATE,
         "10000 ** (-torch.arange(0, d_model // 2, dtype=torch.float32) / d_model)",
-        {"positions.values"}),
+        {"positions.values": "2i"}),
     # feed-forward
     bug("ffn_relu_after_linear2", A, "ffn-code", "self.linear2(F.relu(self.linear1(x)))",
-        "F.relu(self.linear2(self.linear1(x)))", {"ffn.values"}),
+        "F.relu(self.linear2(self.linear1(x)))",
+        {"ffn.values": ("ReLU", "between linear1 and linear2")}),
     bug("ffn_linear2_without_bias", A, "ffn-code", "nn.Linear(d_ff, d_model)",
-        "nn.Linear(d_ff, d_model, bias=False)", {"ffn.structure", "ffn.values"}),
+        "nn.Linear(d_ff, d_model, bias=False)",
+        {"ffn.structure": "linear2.bias", "ffn.values": "linear2.bias"}),
     bug("ffn_typo_in_init", A, "ffn-code", "self.linear1 = nn.Linear(", "self.linear1 = nn.linear(",
-        {"ffn.structure", "ffn.values"}),
+        {"ffn.structure": "no attribute 'linear'", "ffn.values": "no attribute 'linear'"}),
     # encoder layer
     bug("encoder_pre_norm", A, "encoder-code", ENC_ATTN + "\n        " + ENC_FFN,
         "x = x + self.dropout(self.self_attn(self.norm1(x), self.norm1(x), mask))\n"
-        "        return x + self.dropout(self.ffn(self.norm2(x)))", {"encoder.values"}),
+        "        return x + self.dropout(self.ffn(self.norm2(x)))", {"encoder.values": "pre-norm"}),
     bug("encoder_ffn_without_residual", A, "encoder-code", ENC_FFN,
-        "return self.norm2(self.dropout(self.ffn(x)))", {"encoder.values"}),
+        "return self.norm2(self.dropout(self.ffn(x)))",
+        {"encoder.values": ("feed-forward", "residual")}),
     bug("encoder_ignores_mask", A, "encoder-code", "self.self_attn(x, x, mask)",
-        "self.self_attn(x, x)", {"encoder.mask"}),
+        "self.self_attn(x, x)", {"encoder.mask": "without the mask"}),
     bug("encoder_dropout_always_on", A, "encoder-code", "self.dropout = nn.Dropout(dropout)",
-        "self.p = dropout", {"encoder.dropout"},
+        "self.p = dropout", {"encoder.dropout": "eval mode"},
         more=[("self.dropout(self.self_attn(x, x, mask))",
                "F.dropout(self.self_attn(x, x, mask), self.p)"),
               ("self.dropout(self.ffn(x))", "F.dropout(self.ffn(x), self.p)")]),
     bug("encoder_one_norm_twice", A, "encoder-code", "self.norm2 = nn.LayerNorm(d_model)",
-        "self.norm2 = self.norm1", {"encoder.params"}),
+        "self.norm2 = self.norm1", {"encoder.params": "norm2"}),
     bug("encoder_typo_in_init", A, "encoder-code", "self.norm1 = nn.LayerNorm(",
-        "self.norm1 = nn.Layernorm(", {"encoder.params", "encoder.values"}),
+        "self.norm1 = nn.Layernorm(",
+        {"encoder.params": "no attribute 'Layernorm'",
+         "encoder.values": "no attribute 'Layernorm'"}),
+    bug("encoder_norms_swapped", A, "encoder-code", ENC_ATTN + "\n        " + ENC_FFN,
+        "x = self.norm2(x + self.dropout(self.self_attn(x, x, mask)))\n"
+        "        return self.norm1(x + self.dropout(self.ffn(x)))",
+        {"encoder.values": ("norm1", "norm2")}),
     # decoder layer
     bug("decoder_cross_attends_to_itself", A, "decoder-code", "self.cross_attn(y, memory,",
-        "self.cross_attn(y, y,", {"decoder.memory"}),
+        "self.cross_attn(y, y,", {"decoder.memory": "from the memory"}),
     bug("decoder_ignores_self_mask", A, "decoder-code", "self.self_attn(y, y, self_mask)",
-        "self.self_attn(y, y)", {"decoder.masks"}),
+        "self.self_attn(y, y)", {"decoder.masks": "self_mask"}),
     bug("decoder_masks_swapped", A, "decoder-code", "self.self_attn(y, y, self_mask)",
-        "self.self_attn(y, y, memory_mask)", {"decoder.masks"},
+        "self.self_attn(y, y, memory_mask)", {"decoder.masks": ("self_mask", "memory_mask")},
         more=[("memory, memory_mask)))", "memory, self_mask)))")]),
     bug("decoder_cross_without_residual", A, "decoder-code", DEC_CROSS,
         "y = self.norm2(self.dropout(self.cross_attn(y, memory, memory_mask)))",
-        {"decoder.values"}),
+        {"decoder.values": ("cross-attention", "residual")}),
     bug("decoder_queries_from_memory", A, "decoder-code", "self.cross_attn(y, memory,",
-        "self.cross_attn(memory, y,", {"decoder.memory"}),
+        "self.cross_attn(memory, y,", {"decoder.memory": "queries"}),
+    # the order of a layer found by the grader is named: pre-norm, not the paper's post-norm
+    bug("decoder_pre_norm", A, "decoder-code", DEC_LAYER,
+        "h = self.norm1(y)\n"
+        "        y = y + self.dropout(self.self_attn(h, h, self_mask))\n"
+        "        y = y + self.dropout(self.cross_attn(self.norm2(y), memory, memory_mask))\n"
+        "        return y + self.dropout(self.ffn(self.norm3(y)))", {"decoder.values": "pre-norm"}),
+    # A port of the Annotated Transformer that kept its SublayerConnection pre-norm, as the
+    # Annotated Transformer writes it: both layers are pre-norm (one of the TWO_PARTS), and each
+    # says so. Its norm1 = sublayer[0].norm aliases and FeedForward(d, d_ff, dropout) are right.
+    bug("annotated_sublayer_left_pre_norm", A, "+encoder-code",
+        "return self.norm(x + self.dropout(sublayer(x)))",
+        "return x + self.dropout(sublayer(self.norm(x)))",
+        {"encoder.values": "pre-norm", "decoder.values": "pre-norm"}, port=ANNOTATED_LAYERS),
     # classifier
     bug("classifier_pools_over_pads", A, "classifier-code",
         "(x * real).sum(dim=1) / real.sum(dim=1).clamp(min=1)", "x.mean(dim=1)",
-        {"classifier.padding"}),
+        {"classifier.padding": "mean"}),
     bug("classifier_no_padding_mask", A, "classifier-code", "x = layer(x, mask)", "x = layer(x)",
-        {"classifier.padding"}),
+        {"classifier.padding": "padding_mask"}),
     bug("classifier_layers_in_list", A, "classifier-code", LAYERS,
         "[EncoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)]",
-        {"classifier.structure"}),
+        {"classifier.structure": "nn.ModuleList"}),
     bug("classifier_one_layer_reused", A, "classifier-code", LAYERS,
         "nn.ModuleList([EncoderLayer(d_model, num_heads, d_ff, dropout)] * num_layers)",
-        {"classifier.structure"}),
+        {"classifier.structure": "share"}),
     bug("classifier_no_sqrt_d_model", A, "classifier-code", " * math.sqrt(self.d_model)", "",
-        {"classifier.values"}),
+        {"classifier.values": "sqrt(d_model)"}),
     bug("classifier_softmax_not_log", A, "classifier-code", "F.log_softmax(", "F.softmax(",
-        {"classifier.logprobs"}),
+        {"classifier.logprobs": "log_softmax"}),
 ]

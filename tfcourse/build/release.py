@@ -76,10 +76,11 @@ def _nbgrader_config(course: Course, scratch: Path, lang: str, release: Path, so
     config.CourseDirectory.db_url = f"sqlite:///{scratch / 'gradebook.db'}"
     config.BaseConverter.force = True
     config.SelectLanguage.lang = lang
-    config.TrustedExecute.lang = lang
+    config.ExecuteSolution.lang = lang
+    config.SandboxedGrade.lang = lang
     if not execute:
         config.GenerateSolution.preprocessors = [
-            p for p in config.GenerateSolution.preprocessors if p.__name__ != "TrustedExecute"]
+            p for p in config.GenerateSolution.preprocessors if p.__name__ != "ExecuteSolution"]
     return config
 
 

@@ -6,6 +6,7 @@ them is a good sign, not a grade: the hidden graders test more inputs, sizes and
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -162,8 +163,9 @@ def mha(MultiHeadAttention):
     before = _call("masked self-attention", attention, x, x, causal)
     after = _call("masked self-attention", attention, changed, changed, causal)
     if not torch.allclose(before[:, :4], after[:, :4], atol=1e-5):
-        _fail("with a causal mask, changing token 4 changed the outputs of tokens 0-3: "
-              "pass the mask on to the attention")
+        _fail("with a causal mask, changing token 4 changed the outputs of tokens 0-3: pass the "
+              "mask on to the attention, and check that scaled_dot_product_attention masks "
+              "(check.sdpa)")
     _ok("with a causal mask, earlier tokens do not see later ones")
 
 
@@ -221,6 +223,81 @@ def ffn(FeedForward):
     _ok("the output keeps the input's shape")
 
 
+class _Adds(torch.nn.Module):
+    """A stand-in sublayer: its output is one fixed vector at every position, whatever the input,
+    so that what is left to see is the layer's own wiring (residuals, norms, their order)."""
+
+    def __init__(self, vector):
+        super().__init__()
+        self.vector = vector
+
+    def forward(self, x, *args, **kwargs):
+        return self.vector.expand_as(x)
+
+
+def _wiring(layer, names, run, x) -> None:
+    """Check the layer is post-norm, norm_i(h + sublayer_i(h)) in order, with stand-ins in its
+    sublayers (`names`, in order) and distinct LayerNorms; `run(layer)` gives its output."""
+    norms = [getattr(layer, f"norm{i + 1}", None) for i in range(len(names))]
+    if not all(isinstance(norm, torch.nn.LayerNorm) for norm in norms):
+        _fail("the layer should have LayerNorms named {names}",
+              names=", ".join(f"norm{i + 1}" for i in range(len(names))))
+    kept = {name: getattr(layer, name, None) for name in names}
+    saved = [(norm.weight.detach().clone(), norm.bias.detach().clone()) for norm in norms]
+    width = x.shape[-1]
+    vectors = [_fixed(20 + i, width) * 2 for i in range(len(names))]
+    try:
+        with torch.no_grad():
+            for index, norm in enumerate(norms):
+                norm.weight.copy_(1 + 0.3 * _fixed(30 + index, width))
+                norm.bias.copy_(0.2 * _fixed(40 + index, width))
+            for name, vector in zip(names, vectors):
+                setattr(layer, name, _Adds(vector))
+            out = run(layer)
+
+            def wired(pre=False, residual=None, order=None):
+                h = x
+                for index in range(len(names)):
+                    norm = norms[(order or range(len(names)))[index]]
+                    keep = residual is None or residual[index]
+                    base = h if keep else 0
+                    h = base + vectors[index].expand_as(h) if pre else norm(
+                        base + vectors[index].expand_as(h))
+                return h
+
+            expected = wired()
+            variants = [(wired(pre=True), "this is pre-norm (x + sublayer(norm(x))); the "
+                                          "assignment's layer is post-norm: norm(x + "
+                                          "dropout(sublayer(x)))"),
+                        (wired(residual=[False] * len(names)),
+                         "the residual connections are missing: add each sublayer's input to its "
+                         "output before the norm")]
+            for index in range(len(names)):
+                variants.append((wired(residual=[i != index for i in range(len(names))]),
+                                 "sublayer {name} has no residual connection", names[index]))
+            for order in itertools.permutations(range(len(names))):
+                if list(order) != list(range(len(names))):
+                    variants.append((wired(order=order), "the LayerNorms are in each other's "
+                                                         "places: norm1 goes after the first "
+                                                         "sublayer, norm2 after the second"))
+    finally:
+        with torch.no_grad():
+            for norm, (weight, bias) in zip(norms, saved):
+                norm.weight.copy_(weight)
+                norm.bias.copy_(bias)
+        for name, module in kept.items():
+            setattr(layer, name, module)
+    if not isinstance(out, torch.Tensor) or out.shape != expected.shape:
+        _fail("the layer's output should have the shape of its input")
+    if _close(out, expected, atol=1e-4):
+        return
+    for candidate, template, *name in variants:
+        if _close(out, candidate, atol=1e-4):
+            _fail(template, name=name[0] if name else "")
+    _fail("the layer is not wired as norm(x + dropout(sublayer(x))) for each sublayer in turn "
+          "(checked with simple stand-ins in place of its sublayers)")
+
+
 @_checked
 def encoder_layer(EncoderLayer):
     layer = _call("EncoderLayer(32, 4, 128, 0.1)", EncoderLayer, 32, 4, 128, 0.1)
@@ -233,9 +310,9 @@ def encoder_layer(EncoderLayer):
     _shape(out, (2, 10, 32), "the output for x [2, 10, 32]")
     if not torch.equal(out, _call("EncoderLayer", layer, x)):
         _fail("in eval mode the layer should give the same output twice: is dropout off in eval?")
-    if not torch.allclose(out.mean(-1), torch.zeros(2, 10), atol=1e-4):
-        _fail("a post-norm layer ends with LayerNorm, so each output vector has mean 0")
-    _ok("the output is [2, 10, 32], normalised, and repeatable in eval mode")
+    _ok("the output is [2, 10, 32], and repeatable in eval mode")
+    _wiring(layer, ["self_attn", "ffn"], lambda module: module(x), x)
+    _ok("post-norm wiring: norm1(x + self-attention), then norm2(x + feed-forward)")
 
 
 @_checked
@@ -259,6 +336,9 @@ def decoder_layer(DecoderLayer):
         _fail("the output does not depend on the memory: cross-attention should take its keys "
               "and values from it")
     _ok("the output is [2, 7, 32], causal, and reads the memory")
+    _wiring(layer, ["self_attn", "cross_attn", "ffn"], lambda module: module(y, memory, causal), y)
+    _ok("post-norm wiring: norm1 after self-attention, norm2 after cross-attention, norm3 after "
+        "the feed-forward block")
 
 
 @_checked
@@ -326,17 +406,53 @@ def teacher(shift_right, smoothing_floor):
     _ok("smoothing_floor(0.1, 11) = {floor:.3f}", floor=floor)
 
 
+class _CountingModel(torch.nn.Module):
+    """A stand-in encoder-decoder (no Transformer needed): after BOS it writes the first source
+    token, then each next token is the last one plus 3 (mod 10); BOS always scores highest."""
+
+    def __init__(self):
+        super().__init__()
+        self.anchor = torch.nn.Parameter(torch.zeros(1), requires_grad=False)
+        self.encodes = 0
+
+    def encode(self, src, src_mask=None, *args, **kwargs):
+        self.encodes += 1
+        return torch.nn.functional.one_hot(src, 11).float()
+
+    def decode(self, tgt_in, memory, memory_mask=None, *args, **kwargs):
+        first = memory[:, :1].argmax(-1).expand_as(tgt_in)
+        following = torch.where(tgt_in >= 10, first, (tgt_in + 3) % 10)
+        logits = torch.nn.functional.one_hot(following, 11).float() * 5.0
+        logits[..., BOS] = 9.0
+        return logits
+
+    def forward(self, src, tgt_in, *args, **kwargs):
+        return self.decode(tgt_in, self.encode(src))
+
+
 @_checked
-def greedy(greedy_decode, model):
-    model.eval()
-    src = torch.randint(0, 10, (4, 6))
-    out = _call("greedy_decode", greedy_decode, model, src, BOS)
-    _shape(out, (4, 6), "greedy_decode on src [4, 6]")
+def greedy(greedy_decode, model=None):
+    """Greedy decoding on a small stand-in model (`model` is not needed: the check brings its
+    own, so it runs before your Transformer is written)."""
+    stand_in = _CountingModel().eval()
+    src = torch.tensor([[4, 1, 7, 7, 0, 2], [9, 9, 3, 0, 5, 6]])
+    out = _call("greedy_decode", greedy_decode, stand_in, src, BOS)
+    _shape(out, (2, 6), "greedy_decode on src [2, 6]")
     if (out == BOS).any():
-        _fail("greedy_decode emitted BOS; BOS only starts the decoder's input")
-    _shape(_call("greedy_decode", greedy_decode, model, src, BOS, 3), (4, 3),
+        _fail("greedy_decode emitted BOS, which this model rates highest: BOS only starts the "
+              "decoder's input, so leave it out of the choice")
+    expected = torch.tensor([[4, 7, 0, 3, 6, 9], [9, 2, 5, 8, 1, 4]])
+    if not torch.equal(out.long(), expected):
+        _fail("on a model whose next token is the last one plus 3, greedy_decode wrote {got} "
+              "instead of {expected}: take the argmax of the last position at each step and "
+              "append it", got=out.tolist(), expected=expected.tolist())
+    if stand_in.encodes != 1:
+        _fail("greedy_decode ran the encoder {n} times: run model.encode once and reuse the "
+              "memory", n=stand_in.encodes)
+    _shape(_call("greedy_decode", greedy_decode, stand_in, src, BOS, 3), (2, 3),
            "greedy_decode(..., length=3)")
-    _ok("one token per position, never BOS, and `length` is respected")
+    _ok("one token per position from the last position's argmax, never BOS, the encoder run "
+        "once, and `length` respected")
 
 
 @_checked

@@ -1,0 +1,470 @@
+"""How much a sandbox may use, and how much it uses: memory, processes, disk.
+
+The kernel counts best, so a sandbox gets a cgroup of its own where this machine lets us make one
+(cgroup v2: memory.max, which counts shared memory and memfd too, memory.swap.max 0, pids.max;
+cgroup v1: memory.limit_in_bytes, memory.memsw.limit_in_bytes, pids.max). Everything the student
+starts stays in it, however it forks, and the kernel stops it at the limit. Where no cgroup can be
+made (an unprivileged user, a container), the watchdog counts what the processes really hold:
+their anonymous pages, and each shared-memory object (memfd, /dev/shm, SysV) they hold open or
+mapped, once. Disk is a size-limited tmpfs in bubblewrap; in a plain process, the watchdog adds up the work
+folder and what the sandbox user left in the machine's shared temporary folders.
+
+This module reads /proc and /sys only; the sandbox (launch.py) decides what to do about it.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MEMORY, PROCESSES, DISK = "memory", "processes", "disk"
+CGROUP_PREFIX = "tfcourse"
+SHARED_TEMP = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
+SHARED_MEMORY = ("/memfd:", "/dev/shm/", "/SYSV")   # how /proc names shared-memory objects
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the student's processes may use together (course.yaml's `limits`)."""
+    memory_mb: int
+    disk_mb: int
+    processes: int
+
+    def message(self, kind: str) -> str:
+        """What the student did, in words that follow "it": "used more than 768 MB of memory"."""
+        return {MEMORY: f"used more than {self.memory_mb} MB of memory",
+                PROCESSES: f"started more than {self.processes} processes",
+                DISK: f"wrote more than {self.disk_mb} MB to disk"}[kind]
+
+
+# -- cgroups -----------------------------------------------------------------------------------
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _fields(path: Path) -> dict[str, int]:
+    """A flat-keyed cgroup file ("oom_kill 3" lines) as a mapping."""
+    found = {}
+    for line in _read(path).splitlines():
+        key, _, value = line.partition(" ")
+        with contextlib.suppress(ValueError):
+            found[key] = int(value)
+    return found
+
+
+def _own_cgroups() -> dict[str, str]:
+    """Controller ("" for cgroup v2) -> this process's cgroup, from /proc/self/cgroup."""
+    found = {}
+    for line in _read(Path("/proc/self/cgroup")).splitlines():
+        hierarchy, controllers, path = line.split(":", 2)
+        for controller in ([""] if hierarchy == "0" else controllers.split(",")):
+            found[controller] = path
+    return found
+
+
+def _cgroup_mounts() -> dict[str, tuple[Path, str]]:
+    """Controller ("" for cgroup v2) -> (where its hierarchy is mounted, the mount's root)."""
+    found = {}
+    for line in _read(Path("/proc/self/mountinfo")).splitlines():
+        fields = line.split()
+        if "-" not in fields:
+            continue
+        tail = fields[fields.index("-") + 1:]
+        if tail[0] == "cgroup2":
+            found.setdefault("", (Path(fields[4]), fields[3]))
+        elif tail[0] == "cgroup":
+            for option in tail[2].split(","):
+                if option in (MEMORY, "pids"):
+                    found.setdefault(option, (Path(fields[4]), fields[3]))
+    return found
+
+
+def _own_folder(controller: str) -> Path | None:
+    """The folder of this process's cgroup in `controller`'s hierarchy, where it is mounted."""
+    mount, own = _cgroup_mounts().get(controller), _own_cgroups().get(controller)
+    if mount is None or own is None:
+        return None
+    where, root = mount
+    relative = os.path.relpath(own, root)
+    if relative.startswith(".."):
+        return None
+    folder = (where / relative).resolve()
+    return folder if folder.is_dir() else None
+
+
+def _pid_namespace() -> int:
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass
+class Cgroup:
+    """The cgroup folders of one sandbox (one per hierarchy: two on cgroup v1, one on v2)."""
+    version: int
+    memory: Path | None = None          # the folder whose memory files limit the sandbox
+    pids: Path | None = None
+    folders: list[Path] = field(default_factory=list)
+
+    # -- making ---------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, limits: Limits) -> "Cgroup | None":
+        """A new cgroup with the limits set, or None where this machine lets us make none."""
+        name = f"{CGROUP_PREFIX}-{_pid_namespace()}-{os.getpid()}-{time.monotonic_ns()}"
+        for make in (cls._create_v2, cls._create_v1):
+            try:
+                made = make(name, limits)
+            except OSError:
+                made = None
+            if made is not None:
+                return made
+        return None
+
+    @classmethod
+    def _create_v2(cls, name: str, limits: Limits) -> "Cgroup | None":
+        for parent in _v2_parents():
+            folder = parent / name
+            try:
+                folder.mkdir()
+            except OSError:
+                continue
+            made = cls(2, folder, folder, [folder])
+            try:
+                made._write(folder / "memory.max", limits.memory_mb << 20)
+                made._write(folder / "pids.max", limits.processes)
+                for optional, value in (("memory.swap.max", 0), ("memory.oom.group", 1)):
+                    with contextlib.suppress(OSError):
+                        made._write(folder / optional, value)
+            except OSError:
+                made.remove()
+                continue
+            return made
+        return None
+
+    @classmethod
+    def _create_v1(cls, name: str, limits: Limits) -> "Cgroup | None":
+        made = cls(1)
+        for controller in (MEMORY, "pids"):
+            parent = _own_folder(controller)
+            if parent is None or not os.access(parent, os.W_OK):
+                continue
+            _sweep(parent)
+            folder = parent / name
+            try:
+                folder.mkdir()
+                made.folders.append(folder)
+                if controller == MEMORY:
+                    made._write(folder / "memory.limit_in_bytes", limits.memory_mb << 20)
+                    if (folder / "memory.memsw.limit_in_bytes").exists():
+                        made._write(folder / "memory.memsw.limit_in_bytes", limits.memory_mb << 20)
+                    made.memory = folder
+                else:
+                    made._write(folder / "pids.max", limits.processes)
+                    made.pids = folder
+            except OSError:
+                continue
+        if made.memory is None and made.pids is None:
+            made.remove()
+            return None
+        return made
+
+    @staticmethod
+    def _write(path: Path, value) -> None:
+        path.write_text(str(value))
+
+    # -- using ----------------------------------------------------------------------------------
+    @property
+    def procs_files(self) -> list[str]:
+        """The files a process writes its pid to, to join every folder of this cgroup."""
+        return [str(folder / "cgroup.procs") for folder in self.folders]
+
+    def members(self) -> set[int]:
+        found = set()
+        for folder in self.folders:
+            for line in _read(folder / "cgroup.procs").split():
+                with contextlib.suppress(ValueError):
+                    found.add(int(line))
+        return found
+
+    def exceeded(self) -> str | None:
+        """MEMORY when the kernel killed for memory, PROCESSES when it refused a fork, else None."""
+        if self.memory is not None:
+            name = "memory.events" if self.version == 2 else "memory.oom_control"
+            events = _fields(self.memory / name)
+            if events.get("oom_kill", 0) or events.get("oom_group_kill", 0):
+                return MEMORY
+        if self.pids is not None and _fields(self.pids / "pids.events").get("max", 0):
+            return PROCESSES
+        return None
+
+    def peak_kb(self) -> int:
+        if self.memory is None:
+            return 0
+        for name in ("memory.peak", "memory.max_usage_in_bytes", "memory.current",
+                     "memory.usage_in_bytes"):
+            text = _read(self.memory / name).strip()
+            if text.isdigit():
+                return int(text) // 1024
+        return 0
+
+    def kill(self) -> None:
+        """Kill every process in the cgroup, including those started while we kill."""
+        if self.version == 2:
+            with contextlib.suppress(OSError):
+                self._write(self.folders[0] / "cgroup.kill", 1)
+        kill_until_gone(self.members)
+
+    def remove(self) -> None:
+        """Kill what is left and remove the folders (the kernel keeps a cgroup while it has
+        members, so removal is tried again for a moment)."""
+        for _ in range(50):
+            self.kill()
+            self.folders = [folder for folder in self.folders if not _removed(folder)]
+            if not self.folders:
+                return
+            time.sleep(0.02)
+
+
+def _removed(folder: Path) -> bool:
+    try:
+        folder.rmdir()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def _v2_parents() -> list[Path]:
+    """Where a cgroup v2 child with the memory and pids controllers can be made: this process's
+    own cgroup when it can hand them down, else the nearest ancestor we may write to that does
+    (its own processes keep a cgroup from handing controllers down, except at the root)."""
+    own = _own_folder("")
+    mount = _cgroup_mounts().get("")
+    if own is None or mount is None:
+        return []
+    found = []
+    for folder in [own, *own.parents]:
+        if not str(folder).startswith(str(mount[0])):
+            break
+        wanted = {MEMORY, "pids"}
+        if not wanted <= set(_read(folder / "cgroup.controllers").split()):
+            continue
+        if not wanted <= set(_read(folder / "cgroup.subtree_control").split()):
+            with contextlib.suppress(OSError):
+                (folder / "cgroup.subtree_control").write_text("+memory +pids")
+        if wanted <= set(_read(folder / "cgroup.subtree_control").split()) and \
+                os.access(folder, os.W_OK) and os.access(folder / "cgroup.procs", os.W_OK):
+            _sweep(folder)
+            found.append(folder)
+            break
+    return found
+
+
+def _sweep(parent: Path) -> None:
+    """Remove cgroups that sandboxes of this machine's graders left behind when they were killed
+    (their keeper normally removes them): those of dead graders in our PID namespace."""
+    prefix = f"{CGROUP_PREFIX}-{_pid_namespace()}-"
+    with contextlib.suppress(OSError):
+        for folder in parent.iterdir():
+            if not folder.name.startswith(prefix) or not folder.is_dir():
+                continue
+            with contextlib.suppress(ValueError, IndexError):
+                if not _alive(int(folder.name[len(prefix):].split("-")[0])):
+                    Cgroup(1, folders=[folder]).remove()
+
+
+def kill_until_gone(members, rounds: int = 100) -> None:
+    """SIGKILL whatever `members()` lists until it lists nothing (a fork bomb refills it)."""
+    for _ in range(rounds):
+        pids = members()
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
+
+
+# -- counting without a cgroup -----------------------------------------------------------------
+def _status(pid: int) -> dict[str, int]:
+    """The numeric fields of /proc/PID/status (kB for memory)."""
+    found = {}
+    for line in _read(Path(f"/proc/{pid}/status")).splitlines():
+        key, _, value = line.partition(":")
+        parts = value.split()
+        if parts and parts[0].isdigit():
+            found[key] = int(parts[0])
+    return found
+
+
+def tasks(pids) -> int:
+    """Processes and their threads: what a pids cgroup and RLIMIT_NPROC count."""
+    return sum(_status(pid).get("Threads", 0) for pid in pids)
+
+
+def _shared_objects(pid: int, read_map_files: bool) -> tuple[dict, bool]:
+    """The shared-memory objects `pid` holds open or maps: {(device, inode): bytes}, and whether
+    it maps one whose size we could not read (then its RssShmem stands in for it)."""
+    objects, unknown = {}, False
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(SHARED_MEMORY):
+                    info = os.stat(f"/proc/{pid}/fd/{fd}")
+                    objects[(info.st_dev, info.st_ino)] = info.st_blocks * 512
+    for line in _read(Path(f"/proc/{pid}/maps")).splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 6 or not parts[5].startswith(SHARED_MEMORY):
+            continue
+        if read_map_files:
+            with contextlib.suppress(OSError):
+                info = os.stat(f"/proc/{pid}/map_files/{parts[0]}")
+                objects[(info.st_dev, info.st_ino)] = info.st_blocks * 512
+                continue
+        unknown = True
+    return objects, unknown
+
+
+def memory_held_kb(pids, read_map_files: bool) -> int:
+    """What the processes hold in memory: each one's anonymous pages, plus every shared-memory
+    object held open or mapped by any of them, counted once and whole (a memfd of 3 GB held by a
+    file descriptor has no resident pages in anyone's RSS). File-backed pages (the torch library,
+    some 230 MB of the CUDA build's) are left out: they are the page cache, shared with the grader
+    and given back under pressure, as a cgroup would reclaim them.
+
+    `read_map_files`: whether we may stat /proc/PID/map_files (root may); if not, a process that
+    maps a shared object of unknown size counts its resident shared pages (RssShmem) instead.
+    """
+    total, objects = 0, {}
+    for pid in pids:
+        status = _status(pid)
+        total += status.get("RssAnon", 0)
+        held, unknown = _shared_objects(pid, read_map_files)
+        objects.update(held)
+        if unknown:
+            total += status.get("RssShmem", 0)
+    return total + sum(objects.values()) // 1024
+
+
+def tmpfs_used_mb(path: str) -> tuple[float, bool]:
+    """(MB used, whether it is full) of the file system at `path`."""
+    info = os.statvfs(path)
+    return (info.f_blocks - info.f_bfree) * info.f_frsize / 1048576, info.f_bavail == 0
+
+
+def folder_mb(folder: Path, stop_mb: float, uid: int | None = None) -> float:
+    """MB in `folder` (each entry at least a block, so that a million empty files count), stopping
+    early past `stop_mb`; with `uid`, only what that user owns (and folders of its own)."""
+    total, stack = 0, [folder]
+    while stack and total < stop_mb * 1048576:
+        with contextlib.suppress(OSError), os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    info = entry.stat(follow_symlinks=False)
+                    if uid is not None and info.st_uid != uid:
+                        continue
+                    total += max(info.st_blocks * 512, 4096)
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(Path(entry.path))
+    return total / 1048576
+
+
+def shared_temp_mb(uid: int, stop_mb: float, skip: Path) -> float:
+    """MB the user `uid` keeps in the machine's shared temporary folders (outside `skip`)."""
+    total = 0.0
+    for folder in SHARED_TEMP:
+        with contextlib.suppress(OSError), os.scandir(folder) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    info = entry.stat(follow_symlinks=False)
+                    if info.st_uid != uid or Path(entry.path) == skip:
+                        continue
+                    total += max(info.st_blocks * 512, 4096) / 1048576
+                    if entry.is_dir(follow_symlinks=False):
+                        total += folder_mb(Path(entry.path), stop_mb - total, uid)
+    return total
+
+
+# -- the interpreter's own footprint -----------------------------------------------------------
+FOOTPRINT_PROBE = """\
+import torch
+torch.set_num_threads(1)
+torch.ones(4).sum()
+for line in open("/proc/self/status"):
+    if line.startswith("VmPeak:"):
+        print(line.split()[1])
+"""
+
+
+def _cache_file() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "tfcourse" / "interpreter.json"
+
+
+def _interpreter_key(user: tuple[int, int] | None) -> str:
+    """What the footprint depends on: this interpreter, its torch, the user that runs it."""
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("torch")
+        torch_file = Path(spec.origin)
+        torch_stamp = [str(torch_file), torch_file.stat().st_mtime_ns]
+    except (ImportError, AttributeError, TypeError, OSError, ValueError):
+        torch_stamp = None
+    return json.dumps([os.path.realpath(sys.executable), sys.prefix, torch_stamp,
+                       list(user) if user else None])
+
+
+def interpreter_footprint_kb(user: tuple[int, int] | None = None) -> int | None:
+    """The address space (kB) this interpreter maps to import torch, measured once per machine,
+    interpreter, torch and user, then read from a cache; None when `user` cannot run it."""
+    key, cache = _interpreter_key(user), _cache_file()
+    try:
+        known = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if isinstance(known, dict) and isinstance(known.get(key), int):
+        return known[key]
+    footprint = _measure_footprint_kb(user)
+    if footprint is not None:
+        with contextlib.suppress(OSError):
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            temporary = cache.with_name(f".{cache.name}.{os.getpid()}")
+            temporary.write_text(json.dumps({**(known if isinstance(known, dict) else {}),
+                                             key: footprint}))
+            os.replace(temporary, cache)
+    return footprint
+
+
+def _measure_footprint_kb(user: tuple[int, int] | None) -> int | None:
+    options = {"user": user[0], "group": user[1], "extra_groups": []} if user else {}
+    try:
+        done = subprocess.run([sys.executable, "-E", "-s", "-c", FOOTPRINT_PROBE],
+                              capture_output=True, text=True, timeout=300, cwd="/",
+                              env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1",
+                                   "CUDA_VISIBLE_DEVICES": ""}, **options)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = done.stdout.split()
+    return int(lines[-1]) if done.returncode == 0 and lines and lines[-1].isdigit() else None

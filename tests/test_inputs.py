@@ -1,0 +1,647 @@
+"""What grading takes in: submission files read only as regular files of their own, a class folder
+read by an explicit rule, results only their owner can read, a runner whose graders die with it, a
+result with every check whatever the code does to the parser, and replies of a bounded size.
+
+Most tests read folders and files without starting a grader. The four that grade use small
+submissions and skip the checks that are not the point (a few seconds of grading each). Tests that a
+followed link would lead to the course's own files check, with `untouched`, that those are unchanged;
+reads that would block or grow without end run in a forked process with a time and memory limit.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import multiprocessing
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+import tracemalloc
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, make_submission
+
+from autograder import runner
+from autograder.report import Note, SubmissionReport
+from autograder.results import write_atomically, write_results
+from autograder.runner import fingerprint, grade_many, survey, table
+from autograder.sandbox import channel
+from autograder.submission import (build_program, find_notebooks, load_program, parse_notebook,
+                                   read_notebook)
+from tfcourse import notebook
+
+A = "01-attention"
+NOTEBOOK = "attention.ipynb"
+SOLUTION = ROOT / "solutions" / A / NOTEBOOK
+SOURCE = ROOT / "source" / A / NOTEBOOK
+TOKEN = f"tfinputs{uuid.uuid4().hex[:10]}"      # in the command line of what a hanging cell starts
+# Every check but the two of masks: what a student earns is seen in seconds.
+SKIP = ["sdpa.shapes", "sdpa.softmax", "sdpa.values", "sdpa.mask", "mha.structure", "mha.self",
+        "mha.cross", "mha.mask"]
+
+
+# -- helpers --------------------------------------------------------------------------------------
+def digest(*paths: Path) -> dict[str, str]:
+    """The bytes and link counts of files outside the test's folder, to see that nothing changed."""
+    return {str(p): f"{hashlib.sha256(p.read_bytes()).hexdigest()} {p.stat().st_nlink}"
+            for p in paths}
+
+
+OUTSIDE = (SOLUTION, SOURCE)
+
+
+@pytest.fixture
+def untouched():
+    """Fails the test if it changed the course's own files (which a followed link would read)."""
+    before = digest(*OUTSIDE)
+    yield
+    assert digest(*OUTSIDE) == before
+
+
+def _in_child(function, args, answer) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))     # a /dev/zero read stops here
+    try:
+        answer.send(("ok", function(*args)))
+    except BaseException as error:                                  # noqa: BLE001
+        answer.send(("error", repr(error)))
+
+
+def bounded(function, *args, seconds: float = 20):
+    """`function(*args)` in a forked process with 1 GB of memory and `seconds`: what reading a
+    pipe (blocks forever) or /dev/zero (grows forever) would do to the grader, without harm here."""
+    receive, send = multiprocessing.Pipe(duplex=False)
+    child = multiprocessing.get_context("fork").Process(target=_in_child,
+                                                        args=(function, args, send))
+    child.start()
+    try:
+        if not receive.poll(seconds):
+            pytest.fail(f"{function.__name__} did not come back within {seconds} s")
+        status, value = receive.recv()
+    finally:
+        child.kill()
+        child.join()
+    assert status == "ok", value
+    return value
+
+
+def notes_of(course, submission: Path, within: Path | None = None) -> tuple[bool, list[str]]:
+    """(readable, notes in English) of the course notebook of a submission, read as the grader
+    reads it (by `find_notebooks` and `load_program`)."""
+    from autograder.results import say
+
+    _, notebooks = find_notebooks(course, submission, A, within)
+    program = load_program(SOURCE, notebooks[NOTEBOOK], course.limit("notebook_mb"))
+    return program.readable, [say(note.template, note.params, "en") for note in program.notes]
+
+
+def student(folder: Path) -> Path:
+    """A student's folder with the released notebook (no answers: nothing to run)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / NOTEBOOK).write_bytes((ROOT / "release" / A / NOTEBOOK).read_bytes())
+    return folder
+
+
+# -- 1. only regular files of their own are read -----------------------------------------------
+def _link_to_solution(folder: Path) -> None:
+    (folder / NOTEBOOK).symlink_to(SOLUTION)
+
+
+def _link_to_zero(folder: Path) -> None:
+    (folder / NOTEBOOK).symlink_to("/dev/zero")
+
+
+def _fifo(folder: Path) -> None:
+    os.mkfifo(folder / NOTEBOOK)
+
+
+def _device(folder: Path) -> None:
+    os.mknod(folder / NOTEBOOK, stat.S_IFCHR | 0o600, os.makedev(1, 5))     # as /dev/zero
+
+
+def _hard_link(folder: Path) -> None:
+    copy = folder.parent / "elsewhere.ipynb"           # someone else's file, outside the folder
+    copy.write_bytes(SOLUTION.read_bytes())
+    os.link(copy, folder / NOTEBOOK)
+
+
+def _linked_folder(folder: Path) -> None:
+    (folder / "work").symlink_to(SOLUTION.parent)      # the notebook is in work/, a link
+
+
+def _huge(folder: Path) -> None:
+    with open(folder / NOTEBOOK, "wb") as handle:       # sparse: 300 MB that take no disk
+        handle.truncate(300 << 20)
+
+
+@pytest.mark.parametrize("make, words", [
+    (_link_to_solution, "attention.ipynb is a symbolic link; only regular files are graded"),
+    (_link_to_zero, "attention.ipynb is a symbolic link; only regular files are graded"),
+    (_fifo, "attention.ipynb is a named pipe (FIFO); only regular files are graded"),
+    (_device, "attention.ipynb is a device file; only regular files are graded"),
+    (_hard_link, "attention.ipynb has 2 names on disk (hard links); only a file of its own is "
+                 "graded: copy it rather than link it"),
+    (_linked_folder, "work: symbolic links are not followed; only regular files and folders are "
+                     "graded"),
+    (_huge, "the notebook attention.ipynb is 300 MB, more than the 256 MB a notebook file may be; "
+            "it was not read"),
+], ids=["link", "dev-zero", "fifo", "device", "hard-link", "linked-folder", "huge"])
+def test_only_regular_files_of_their_own_are_read(course, tmp_path, untouched, make, words):
+    if make is _device and os.geteuid() != 0:
+        pytest.skip("only root makes device files")
+    folder = tmp_path / "class" / "mallory"
+    folder.mkdir(parents=True)
+    make(folder)
+    readable, notes = bounded(notes_of, course, folder)
+    assert not readable
+    assert words in notes, notes
+
+
+def test_a_folder_swapped_for_a_link_after_it_was_listed_is_not_followed(course, tmp_path,
+                                                                        untouched):
+    folder = tmp_path / "mallory"
+    student(folder / "work")
+    _, notebooks = find_notebooks(course, folder, A)
+    (folder / "work").rename(folder / "old")
+    (folder / "work").symlink_to(SOLUTION.parent)      # between the listing and the reading
+    raw, notes = read_notebook(notebooks[NOTEBOOK], 64)
+    assert raw is None
+    assert [(n.template, n.params["name"]) for n in notes] == [
+        ("{name} is {what}, not a folder; only regular files and folders are graded", "work")]
+
+
+def test_a_submission_that_is_a_link_is_refused_with_every_check(course, tmp_path, untouched):
+    from autograder.__main__ import refused_root
+
+    (tmp_path / "class").mkdir()
+    (tmp_path / "class" / "carol").symlink_to(SOLUTION.parent)
+    (tmp_path / "class" / NOTEBOOK).symlink_to(SOLUTION)
+    report = refused_root(course, tmp_path / "class" / "carol", tmp_path / "class", A)
+    assert report.assignment == A and len(report.tests) == 10
+    assert {t.points for t in report.tests} == {0.0}
+    assert [(n.template, n.params) for n in report.notes] == [(
+        "{name} is {what}; only regular files and folders are graded",
+        {"name": "carol", "what": "a symbolic link"})]
+    named = refused_root(course, tmp_path / "class" / NOTEBOOK, None, None)   # told by its name
+    assert named.assignment == A and len(named.tests) == 10
+    unknown = refused_root(course, tmp_path / "class" / "carol", None, None)
+    assert unknown.assignment == "" and unknown.tests == [] and unknown.notes
+
+
+def test_the_fingerprint_reads_what_the_grader_reads(course, tmp_path, untouched):
+    folder = student(tmp_path / "mallory")
+    (folder / "sub").mkdir()
+    os.mkfifo(folder / "sub" / NOTEBOOK)
+    (folder / "zero.ipynb").symlink_to("/dev/zero")
+    first = bounded(fingerprint, folder, "v", "o")
+    (folder / NOTEBOOK).write_text((folder / NOTEBOOK).read_text() + " ")
+    second = bounded(fingerprint, folder, "v", "o")
+    assert second != first
+    (folder / "zero.ipynb").unlink()
+    (folder / "zero.ipynb").symlink_to(SOLUTION)          # a link is never read, whatever it is
+    assert bounded(fingerprint, folder, "v", "o") == second
+
+
+# -- 2. what a folder of submissions is --------------------------------------------------------
+def names(found) -> dict[str, str]:
+    return {item.name: str(item.path) for item in found.submissions}
+
+
+def test_a_stray_notebook_beside_students_is_one_more_submission(course, tmp_path):
+    class_folder = tmp_path / "class"
+    for name in ("alice", "bob"):
+        student(class_folder / name)
+    student(class_folder)                                  # attention.ipynb at the root
+    (class_folder / "carol.ipynb").write_text("{}")
+    (class_folder / "README.txt").write_text("hello")
+    found = survey(course, [class_folder])
+    assert names(found) == {"alice": f"{class_folder}/alice", "attention":
+                            f"{class_folder}/{NOTEBOOK}", "bob": f"{class_folder}/bob",
+                            "carol": f"{class_folder}/carol.ipynb"}
+    assert found.ignored == [(f"{class_folder}/README.txt",
+                              "a file, not a notebook nor a folder: ignored")]
+    assert found.warnings == [(str(class_folder), (
+        "holds attention.ipynb beside other submissions (carol.ipynb, alice/, bob/): graded as a "
+        "class folder, each entry a submission of its own"))]
+
+
+def test_notebook_files_of_a_class_are_each_a_submission(course, tmp_path):
+    class_folder = tmp_path / "class"
+    class_folder.mkdir()
+    for name in ("alice.ipynb", NOTEBOOK, "..ipynb"):
+        (class_folder / name).write_text("{}")
+    found = survey(course, [class_folder])
+    assert sorted(names(found)) == ["alice", "attention"]   # ..ipynb is hidden: left out
+    assert found.warnings
+
+
+def test_a_students_own_folder_is_one_submission(course, tmp_path):
+    folder = student(tmp_path / "alice")
+    (folder / "helpers.py").write_text("x = 1")
+    (folder / "data").mkdir()
+    found = survey(course, [folder])
+    assert names(found) == {"alice": str(folder)} and not found.ignored and not found.warnings
+
+
+def test_nbgrader_layout_and_a_student_named_like_a_notebook(course, tmp_path):
+    submitted = tmp_path / "submitted"
+    student(submitted / "alice" / A)
+    (submitted / "alice" / "02-layers").mkdir()           # handed in without its notebook
+    (submitted / "alice" / "scratch").mkdir()
+    student(submitted / NOTEBOOK)                           # a student's folder, oddly named
+    found = survey(course, [submitted])
+    assert names(found) == {f"alice/{A}": f"{submitted}/alice/{A}",
+                            "alice/02-layers": f"{submitted}/alice/02-layers",
+                            NOTEBOOK: f"{submitted}/{NOTEBOOK}"}
+    assert found.ignored == [(f"{submitted}/alice/scratch",
+                              "beside nbgrader's assignment folders, not one of them: ignored")]
+    assert {item.within for item in found.submissions} == {submitted}
+
+
+def test_links_are_never_followed_not_even_on_the_command_line(course, tmp_path, untouched):
+    class_folder = tmp_path / "class"
+    student(class_folder / "alice")
+    (class_folder / "carol").symlink_to(SOLUTION.parent)
+    (class_folder / "notes").symlink_to(SOLUTION)
+    (tmp_path / "latest").symlink_to(class_folder)
+    found = survey(course, [class_folder, tmp_path / "latest"])
+    assert names(found) == {"alice": f"{class_folder}/alice", "carol": f"{class_folder}/carol",
+                            "latest": f"{tmp_path}/latest"}
+    notes = {item.name: item.note for item in found.submissions}
+    assert notes["carol"] == notes["latest"] == ("a symbolic link: not followed; graded 0 with a "
+                                                 "note saying so")
+    assert found.ignored == [(f"{class_folder}/notes",
+                              "a symbolic link, not a notebook nor a folder: ignored")]
+
+
+def test_odd_names_get_results_folders_of_their_own(course, tmp_path):
+    class_folder = tmp_path / "class"
+    odd = ["new\nline", "bad\udcffbyte", "alice"]
+    for name in odd:
+        student(class_folder / name)
+    (class_folder / "alice.ipynb").write_text("{}")
+    out = class_folder / "graded"                      # the results folder, inside the class
+    (out / "alice").mkdir(parents=True)
+    found = survey(course, [class_folder], exclude=out)
+    chosen = sorted(names(found))
+    assert chosen == sorted(["new\nline", "bad\udcffbyte", "class/alice", "class/alice.ipynb"])
+    for name in chosen:                                   # each one can be written, and shown
+        write_results(course, SubmissionReport(A, runner.printable(name)), out / name, "en")
+    assert len(list(out.rglob("results.json"))) == 4
+    lines = table([runner.Outcome(name, out / name, "graded") for name in chosen]).splitlines()
+    assert len(lines) == 5 and "new?line" in lines[1 + chosen.index("new\nline")]
+    (class_folder / "alice" / "sub").mkdir()
+    dots = survey(course, [class_folder / "alice" / "sub" / ".."])       # named after alice
+    assert names(dots) == {"alice": f"{class_folder}/alice/sub/.."}
+
+
+def test_nothing_to_grade_is_said_and_shown(course, tmp_path, capsys):
+    class_folder = tmp_path / "class"
+    class_folder.mkdir()
+    (class_folder / "README.txt").write_text("hello")
+    outcomes = grade_many(course, [class_folder], tmp_path / "graded", jobs=1, lang="en",
+                          progress=False)
+    assert list(outcomes) == []
+    why = "a file, not a notebook nor a folder: ignored"
+    assert f"tfcourse grade: {class_folder}/README.txt: {why}" in capsys.readouterr().err
+    assert table(outcomes).splitlines()[1].endswith(f"ignored: {why}")
+
+
+# -- 4. a result with every check, whatever happens ----------------------------------------------
+def test_a_failed_grader_leaves_every_check_of_the_assignment(course, tmp_path, monkeypatch,
+                                                             untouched):
+    folder = student(tmp_path / "class" / "alice")
+    monkeypatch.setattr(runner.sys, "executable", "/bin/false")     # a grader that fails at once
+    report = runner.grade_in_child(course, folder, None, 1, [], [], tmp_path / "class")
+    results = write_results(course, report, tmp_path / "graded" / "alice", "en")
+    assert results["max_score"] == 14 and len(results["tests"]) == 10
+    assert {t["output"] for t in results["tests"]} == {"not graded: the grader failed"}
+    assert "the grader process ended with status 1" in results["extra_data"]["grader_error"]
+    (folder / NOTEBOOK).rename(folder / "mine.txt")                  # no assignment to tell
+    unknown = write_results(course, runner.grade_in_child(course, folder, None, 1, [], []),
+                            tmp_path / "graded" / "unknown", "en")
+    assert unknown["max_score"] == 0 and unknown["tests"] == []
+    assert ("its assignment could not be told from the names of its notebooks (expected one of: "
+            "attention.ipynb, layers.ipynb, sorting.ipynb), so its checks are not listed"
+            ) in unknown["output"]
+
+
+NESTED = "x = 1" + " + 1" * 100000 + "\n"          # RecursionError in compile and ast.parse
+
+
+def test_code_nested_too_deeply_or_odd_cells_do_not_stop_the_reading():
+    """An answer cell turned into markdown is run when it compiles: code nested too deeply to
+    compile is not valid Python. A cell whose source or metadata has odd types is read too."""
+    nb = json.loads((ROOT / "release" / A / NOTEBOOK).read_text())
+    for cell in nb["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "mha-code":
+            cell["cell_type"], cell["source"] = "markdown", NESTED
+    nb["cells"].append({"cell_type": "code", "source": ["x = 1\n", 2, None], "metadata": ["odd"]})
+    raw, notes = parse_notebook(json.dumps(nb).encode(), NOTEBOOK, 64)
+    program = build_program(notebook.read(SOURCE), raw)
+    assert notes == [] and program.readable
+    assert [(n.template, n.params) for n in program.notes if n.params.get("gid") == "mha-code"] \
+        == [("your answer cell {gid} had been turned into a {kind} cell and is not valid Python, "
+             "so it was not run", {"gid": "mha-code", "kind": "markdown"})]
+    assert program.cells[-1].source == "x = 1"
+
+
+def test_a_grader_that_fails_on_deep_code_still_lists_every_check(tmp_path, monkeypatch):
+    """Whatever in the trusted grader the parser's RecursionError escapes from, the report it
+    writes has the assignment, so every check (and the assignment's maximum)."""
+    import argparse
+
+    import autograder.__main__ as grader
+    import autograder.grade
+
+    class NoSandbox:
+        def __init__(self, config):
+            pass
+
+        def start(self):
+            pass
+
+        def close(self):
+            pass
+
+    def parse(*args, **kwargs):
+        import ast
+        ast.parse(NESTED)
+
+    monkeypatch.setattr(grader, "Sandbox", NoSandbox)
+    monkeypatch.setattr(autograder.grade, "grade_submission", parse)
+    options = argparse.Namespace(submission=student(tmp_path / "alice"), course=ROOT,
+                                 out=tmp_path / "report.json", within=None, assignment=None,
+                                 threads=1, skip=[], hide=[])
+    grader.write_report(options.out, grader.grade(options))
+    report = SubmissionReport.from_dict(json.loads(options.out.read_text()))
+    assert report.assignment == A and len(report.tests) == 10
+    assert "RecursionError: maximum recursion depth exceeded during ast construction" in \
+        report.error
+    assert stat.S_IMODE(options.out.stat().st_mode) == 0o600
+
+
+def test_a_nested_expression_still_gets_a_result_with_every_check(course, tmp_path, untouched):
+    folder = make_submission(tmp_path / "submitted" / "deep", A,
+                             answers={"masks-code": NESTED + "def causal_mask(T):\n    pass\n"})
+    outcomes = grade_many(course, [tmp_path / "submitted"], tmp_path / "graded", jobs=1,
+                          lang="en", progress=False, skip=SKIP)
+    assert [(o.name, o.assignment, o.max_score) for o in outcomes] == [("deep", A, 14)]
+    results = json.loads((tmp_path / "graded" / "deep" / "results.json").read_text())
+    assert results["max_score"] == 14 and len(results["tests"]) == 10
+    assert "Traceback" not in results["output"] and results["score"] == 0
+    assert folder.is_dir()
+
+
+# -- 1 and 2 together: a class with hostile neighbours --------------------------------------------
+def test_a_class_with_hostile_entries_grades_every_student(course, tmp_path, untouched):
+    class_folder = tmp_path / "class"
+    make_submission(class_folder / "alice", A)
+    make_submission(tmp_path / "spare", A)
+    (tmp_path / "spare" / NOTEBOOK).rename(class_folder / NOTEBOOK)   # one at the root
+    (class_folder / "bob").mkdir()
+    _link_to_solution(class_folder / "bob")
+    (class_folder / "carol").symlink_to(SOLUTION.parent)
+    os.mkfifo(class_folder / "fifo.ipynb")
+    (class_folder / "zero.ipynb").symlink_to("/dev/zero")
+    before = {p: p.lstat().st_mtime_ns for p in class_folder.rglob("*")}
+    outcomes = grade_many(course, [class_folder], tmp_path / "graded", jobs=2, lang="en",
+                          progress=False, assignment=A, skip=SKIP)
+    scores = {o.name: (o.status, o.score, o.max_score) for o in outcomes}
+    assert scores == {"alice": ("graded", 2, 14), "attention": ("graded", 2, 14),
+                      "bob": ("graded", 0, 14), "carol": ("graded", 0, 14),
+                      "fifo": ("graded", 0, 14), "zero": ("graded", 0, 14)}
+    output = {o.name: json.loads((o.folder / "results.json").read_text())["output"]
+              for o in outcomes}
+    assert "attention.ipynb is a symbolic link; only regular files are graded" in output["bob"]
+    assert "carol is a symbolic link; only regular files and folders are graded" in output["carol"]
+    assert "fifo.ipynb is a named pipe (FIFO); only regular files and folders are graded" in \
+        output["fifo"]
+    assert "zero.ipynb is a symbolic link; only regular files and folders are graded" in \
+        output["zero"]
+    assert outcomes.warnings and {o.name: o.note for o in outcomes}["carol"]
+    assert before == {p: p.lstat().st_mtime_ns for p in class_folder.rglob("*")}
+
+
+# -- 5. results are their owner's --------------------------------------------------------------
+def test_results_are_readable_by_their_owner_only(course, tmp_path):
+    previous = os.umask(0)
+    try:
+        report = SubmissionReport(A, "alice", notes=[Note("a note", {})])
+        write_results(course, report, tmp_path / "graded" / "alice" / A, "en")
+        write_atomically(tmp_path / "graded" / "other.json", "{}")
+    finally:
+        os.umask(previous)
+    for path in (tmp_path / "graded").rglob("*"):
+        mode = stat.S_IMODE(path.lstat().st_mode)
+        assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
+    assert {p.name for p in (tmp_path / "graded" / "alice" / A).iterdir()} == {
+        "results.json", "feedback.md", "feedback.html"}
+
+
+# -- 6. replies of a bounded size ---------------------------------------------------------------
+def _send_later(fd: int, data: bytes) -> threading.Thread:
+    def write():
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError:
+            pass
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_reply_over_the_limit_ends_the_request_with_its_size():
+    import torch
+
+    assert channel.TRUSTED and channel.RECEIVE_LIMIT == channel.REPLY_LIMIT == 8 << 20
+    read, write = os.pipe()
+    sender = _send_later(write, channel.pack({"id": 1, "value": torch.zeros(9 << 18)}))  # 9 MB
+    try:
+        with pytest.raises(channel.TooLarge, match=r"^the reply was 9\.1 MB; at most 8 MB$"):
+            channel.recv(read, timeout=10)
+    finally:
+        os.close(read)                     # the sender stops (EPIPE) before its end is closed
+        sender.join()
+        os.close(write)
+
+
+def test_the_students_side_still_takes_large_requests():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("channel", channel.__file__)
+    inside = importlib.util.module_from_spec(spec)          # as the sandbox runs its copy
+    spec.loader.exec_module(inside)
+    assert not inside.TRUSTED and inside.RECEIVE_LIMIT > 500 << 20
+
+
+def test_a_reply_is_decoded_without_copies():
+    import torch
+
+    tensors = [torch.arange(1 << 20, dtype=torch.float32), torch.ones(3, dtype=torch.bool)]
+    data = channel.pack({"id": 1, "value": tensors})
+    read, write = os.pipe()
+    try:
+        sender = _send_later(write, data)
+        tracemalloc.start()
+        try:
+            reply = channel.recv(read, timeout=10)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        sender.join()
+    finally:
+        os.close(read)
+        os.close(write)
+    got = reply["value"]
+    assert torch.equal(got[0], tensors[0]) and torch.equal(got[1], tensors[1])
+    assert peak < 1.3 * len(data), (peak, len(data))       # one copy of the bytes, not four
+
+
+def test_two_tensors_of_a_reply_never_share_memory():
+    import torch
+
+    header = json.dumps({"body": {"__dict__": {"a": {"__tensor__": 0, "dtype": "uint8",
+                                                     "shape": [4]},
+                                               "b": {"__tensor__": 0, "dtype": "uint8",
+                                                     "shape": [4]}}},
+                         "sizes": [4]}).encode()
+    read, write = os.pipe()
+    try:
+        os.write(write, channel._FRAME.pack(len(header), 4) + header + bytes(4))
+        with pytest.raises(channel.ChannelError, match="malformed tensor in message"):
+            channel.recv(read, timeout=10)
+        os.write(write, channel.pack({"a": torch.ones(2)}))
+        assert torch.equal(channel.recv(read, timeout=10)["a"], torch.ones(2))
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+# -- 3. the runner's graders die with it ---------------------------------------------------------
+HANG = f"""
+import subprocess, sys
+subprocess.Popen([sys.executable, "-c", "import time\\nwhile True: time.sleep(0.1)", "{TOKEN}"],
+                 start_new_session=True)
+while True:
+    pass
+"""
+
+
+def processes(*markers: str) -> list[str]:
+    """Running processes whose command line holds every one of `markers` (this one excepted)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            line = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError):
+            continue
+        if all(marker in line for marker in markers):
+            found.append(f"{entry}: {line[:160]}")
+    return found
+
+
+def ancestry(lines: list[str]) -> list[list[str]]:
+    """For a failure's message: each process of `lines` and those above it."""
+    chains = []
+    for line in lines:
+        pid, chain = int(line.split(":")[0]), []
+        while pid > 1:
+            try:
+                status = Path(f"/proc/{pid}/stat").read_text()
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                break
+            chain.append(f"{pid} {command[:100].decode(errors='replace')}")
+            pid = int(status[status.rindex(")") + 2:].split()[1])
+        chains.append(chain)
+    return chains
+
+
+def wait_for(condition, seconds: float):
+    """The first true value of `condition()` within `seconds`, or its last value."""
+    ends = time.monotonic() + seconds
+    while time.monotonic() < ends:
+        if value := condition():
+            return value
+        time.sleep(0.2)
+    return condition()
+
+
+def gone_within(find, seconds: float) -> list:
+    """What `find()` still finds after `seconds`, or [] as soon as it finds nothing."""
+    ends = time.monotonic() + seconds
+    while (left := find()) and time.monotonic() < ends:
+        time.sleep(0.2)
+    return left
+
+
+def hanging_runner(tmp_path: Path) -> tuple[subprocess.Popen, Path, Path]:
+    """`tfcourse grade` on a submission whose cell hangs (after starting a process of its own),
+    once that process runs; (runner, submission, private temporary folder)."""
+    from conftest import solution_cells
+
+    cells = solution_cells(A)
+    submission = make_submission(tmp_path / "class" / "hang", A,
+                                 answers={"masks-code": cells["masks-code"] + HANG})
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    command = [sys.executable, "-m", "tfcourse", "--course", str(ROOT), "grade",
+               str(tmp_path / "class"), "--out", str(tmp_path / "graded"), "--no-progress",
+               "--jobs", "1"]
+    runner_process = subprocess.Popen(command, cwd=ROOT, env={**os.environ,
+                                                              "TMPDIR": str(temporary)},
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if not wait_for(lambda: processes(TOKEN), 120):
+        runner_process.kill()
+        pytest.fail(f"the hanging cell never ran: {runner_process.communicate()}")
+    assert processes("-m autograder", str(submission))     # its grader runs
+    return runner_process, submission, temporary
+
+
+def _cleanup(submission: Path) -> None:
+    """Kill what the test started, should the runner have left anything."""
+    for line in processes(TOKEN) + processes("-m autograder", str(submission)):
+        with contextlib.suppress(OSError):
+            os.kill(int(line.split(":")[0]), signal.SIGKILL)
+
+
+def test_stopping_the_runner_ends_its_graders_and_their_folders(tmp_path, untouched):
+    runner_process, submission, temporary = hanging_runner(tmp_path)
+    try:
+        runner_process.send_signal(signal.SIGTERM)
+        _, stderr = runner_process.communicate(timeout=60)
+        assert runner_process.returncode == 128 + signal.SIGTERM, stderr
+        assert "tfcourse grade: stopped by SIGTERM; every grader was ended" in stderr
+        left = gone_within(lambda: processes(TOKEN) + processes("-m autograder",
+                                                                 str(submission)), 15)
+        assert not left, ancestry(left)
+        assert list(temporary.iterdir()) == []
+        assert not (tmp_path / "graded" / "hang" / "results.json").exists()   # not a result
+    finally:
+        _cleanup(submission)
+
+
+def test_a_runner_killed_outright_takes_its_graders_with_it(tmp_path, untouched):
+    runner_process, submission, _ = hanging_runner(tmp_path)
+    try:
+        runner_process.kill()
+        runner_process.communicate(timeout=60)
+        left = gone_within(lambda: processes(TOKEN) + processes("-m autograder",
+                                                                 str(submission)), 15)
+        assert not left, ancestry(left)
+    finally:
+        _cleanup(submission)
+

@@ -1,0 +1,483 @@
+"""The sandbox itself: the limits a student cannot step around, what student code can see, that
+weaker isolation is refused unless course.yaml accepts it, and that nothing outlives the grader.
+
+Each test starts the student's process the way the grader does (a StudentSession on a few cells)
+and reads what came of each cell. Limits are small here (512 MB, 64 MB of disk, 16 processes) so
+that they are reached in a second or two. Tests that need bubblewrap, root or a cgroup say so and
+are skipped where the machine lacks them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+from autograder.sandbox import binds, launch
+from autograder.sandbox import limits as measure
+from autograder.sandbox.launch import Sandbox, SandboxConfig, bwrap_works, choose_isolation
+from autograder.sandbox.limits import Cgroup, Limits
+from autograder.sandbox.session import ProcessEnded, StudentSession
+from autograder.submission import Cell
+
+TOKEN = f"tfsandbox{uuid.uuid4().hex[:10]}"
+SMALL = {"memory_mb": 512, "disk_mb": 64, "processes": 16}
+ROOT_ONLY = os.geteuid() == 0
+needs_bwrap = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap cannot run here")
+# Process mode here: the venv is root's (under /root), so student code runs as the grader's user.
+PROCESS = {"isolation": "process", "accept_weaker": "same-user"}
+MODES = [pytest.param({"isolation": "bwrap"}, id="bwrap", marks=needs_bwrap),
+         pytest.param(PROCESS, id="process")]
+
+
+def machine_has_cgroups() -> bool:
+    made = Cgroup.create(Limits(**SMALL))
+    if made is not None:
+        made.remove()
+    return made is not None
+
+
+@pytest.fixture(params=["cgroup", "watchdog"])
+def counted_by(request, monkeypatch):
+    """Each limit twice: kept by a cgroup (where the machine lets us make one), and by the
+    watchdog alone, as on a machine where none can be made."""
+    if request.param == "cgroup" and not machine_has_cgroups():
+        pytest.skip("no cgroup can be made here")
+    if request.param == "watchdog":
+        monkeypatch.setattr(Cgroup, "create", classmethod(lambda cls, limits: None))
+    return request.param
+
+
+def code(text: str) -> str:
+    return textwrap.dedent(text).replace("TOKEN", TOKEN).strip() + "\n"
+
+
+def run_cells(*sources: str, **config) -> StudentSession:
+    """Run `sources` as cells 1, 2, ... in a fresh sandbox; the session, closed."""
+    cells = [Cell(str(number), source) for number, source in enumerate(sources, 1)]
+    session = StudentSession(cells, SandboxConfig(**{**SMALL, **config}), [], 20,
+                             time.monotonic() + 120)
+    try:
+        session.start()
+    finally:
+        session.close()
+    return session
+
+
+def ending(session: StudentSession, label: str) -> str | None:
+    return next(o.ended_process for o in session.outcomes if o.label == label)
+
+
+def reported(session: StudentSession, label: str) -> dict:
+    """What a cell that ends with `raise RuntimeError(json.dumps(...))` reported."""
+    outcome = next(o for o in session.outcomes if o.label == label)
+    assert outcome.error and outcome.error["type"] == "RuntimeError", outcome
+    return json.loads(outcome.error["message"])
+
+
+# -- memory ----------------------------------------------------------------------------------------
+HOLD_MEMFD = code("""
+    import os, time
+    held = []
+    for _ in range(12):                # 768 MB in memfds, held only by file descriptors
+        fd = os.memfd_create("hold")
+        for offset in range(0, 64 << 20, 1 << 20):
+            os.pwrite(fd, b"x" * (1 << 20), offset)
+        held.append(fd)
+    time.sleep(30)
+""")
+HOLD_MAPPED = code("""
+    import mmap, os, time
+    held = []
+    for _ in range(12):                # 768 MB, mapped one page each, no descriptor kept
+        fd = os.memfd_create("hold")
+        for offset in range(0, 64 << 20, 1 << 20):
+            os.pwrite(fd, b"x" * (1 << 20), offset)
+        held.append(mmap.mmap(fd, 4096))
+        os.close(fd)
+    time.sleep(30)
+""")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_memory_held_in_memfds_counts(mode, counted_by):
+    session = run_cells(HOLD_MEMFD, "x = 1", **mode)
+    assert ending(session, "1") == "used more than 512 MB of memory"
+    assert ending(session, "2") is None
+
+
+@pytest.mark.skipif(not ROOT_ONLY, reason="only root may read the size of a mapped memfd")
+def test_memory_mapped_from_a_closed_memfd_counts(counted_by):
+    session = run_cells(HOLD_MAPPED, **PROCESS)
+    assert ending(session, "1") == "used more than 512 MB of memory"
+
+
+# -- processes -------------------------------------------------------------------------------------
+MANY_PROCESSES = code("""
+    import subprocess
+    sleepers = [subprocess.Popen(["sleep", "30"]) for _ in range(40)]
+""")
+MANY_THREADS = code("""
+    import threading, time
+    for _ in range(40):
+        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+""")
+FORK_BOMB = code("""
+    import os, time
+    if os.fork() == 0:
+        while True:
+            try:
+                os.fork()
+            except OSError:
+                time.sleep(0.001)
+    time.sleep(30)
+""")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_too_many_processes_are_stopped_and_named(mode, counted_by):
+    session = run_cells(MANY_PROCESSES, MANY_THREADS, "x = 1", **mode)
+    assert ending(session, "1") == "started more than 16 processes"
+    assert ending(session, "2") == "started more than 16 processes"
+    assert ending(session, "3") is None
+    assert survivors() == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_fork_bomb_is_held_by_the_pids_cgroup(mode):
+    if not machine_has_cgroups():
+        pytest.skip("no cgroup can be made here")
+    session = run_cells(FORK_BOMB, "x = 1", **mode)
+    assert ending(session, "1") == "started more than 16 processes"
+    assert ending(session, "2") is None
+
+
+# -- disk ------------------------------------------------------------------------------------------
+FILL_DISK = code("""
+    import os
+    for number in range(4):            # 4 files of 32 MB: twice the 64 MB allowed
+        with open(f"big{number}", "wb") as handle:
+            for _ in range(32):
+                handle.write(b"x" * (1 << 20))
+""")
+FILL_TMP = code("""
+    import os, tempfile
+    for number in range(4):
+        with open(os.path.join(tempfile.gettempdir(), f"big{number}"), "wb") as handle:
+            for _ in range(32):
+                handle.write(b"x" * (1 << 20))
+""")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_writing_more_than_the_disk_limit_is_stopped_and_named(mode, counted_by):
+    session = run_cells(FILL_DISK, FILL_TMP, "x = 1", **mode)
+    assert ending(session, "1") == "wrote more than 64 MB to disk"
+    assert ending(session, "2") == "wrote more than 64 MB to disk"
+    assert ending(session, "3") is None
+
+
+@needs_bwrap
+def test_the_rest_of_the_sandbox_is_read_only():
+    session = run_cells(code("""
+        import json, os
+        wrote = []
+        for path in ["/x", "/dev/shm/x", "/etc/x", "/sandbox/x", "/sandbox/lib/x",
+                     "/usr/x"]:
+            try:
+                open(path, "w").close()
+                wrote.append(path)
+            except OSError:
+                pass
+        raise RuntimeError(json.dumps(wrote))
+    """), isolation="bwrap")
+    assert reported(session, "1") == []
+
+
+# -- what student code can see ---------------------------------------------------------------------
+SNOOP = code("""
+    import json, os, sys
+    def readable(path):
+        try:
+            if os.path.isdir(path):
+                return bool(os.listdir(path))
+            with open(path, "rb") as handle:
+                return bool(handle.read(1))
+        except OSError:
+            return False
+    paths = json.loads(PATHS)
+    text = {name: open(f"/proc/{name}", "rb").read().decode("utf-8", "replace")
+            for name in ("self/cmdline", "self/environ", "1/cmdline")}
+    raise RuntimeError(json.dumps({
+        "readable": [p for p in paths if readable(p)],
+        "named": sorted({p for p in paths for t in text.values() if p in t}),
+        "cwd": os.getcwd(), "listing": sorted(os.listdir(".")), "uid": os.getuid(),
+        "root": sorted(os.listdir("/")), "devices": sorted(os.listdir("/dev")),
+        "home": sorted(os.listdir(HOME)) if os.path.isdir(HOME) else [],
+        "cuda": os.environ.get("CUDA_VISIBLE_DEVICES")}))
+""")
+
+
+@needs_bwrap
+def test_student_code_sees_only_what_is_bound(tmp_path):
+    """A classmate's folder beside hers, the course, an earlier results folder, /root and the
+    machine's /tmp: none readable, none named in its command line or environment."""
+    classmate = tmp_path / "submitted" / "classmate"
+    classmate.mkdir(parents=True)
+    (classmate / "attention.ipynb").write_text("{}")
+    earlier = Path("/var/tmp") / f"tfgraded-{TOKEN}"
+    earlier.mkdir()
+    (earlier / "results.json").write_text("{}")
+    secrets = [Path("/tmp") / f"tfsecret-{TOKEN}", Path.home() / f".tfsecret-{TOKEN}"]
+    for secret in secrets:
+        secret.write_text("secret")
+    try:
+        paths = [str(classmate), str(classmate / "attention.ipynb"), str(earlier),
+                 str(earlier / "results.json"), str(ROOT), str(ROOT / "course.yaml"),
+                 str(ROOT / "autograder"), *map(str, secrets), "/home", sys.prefix,
+                 str(Path(launch.__file__).parent)]
+        source = SNOOP.replace("PATHS", repr(json.dumps(paths))).replace(
+            "HOME", repr(str(Path.home())))
+        session = run_cells(source, isolation="bwrap",
+                            hide=[tmp_path / "submitted" / "mine"], files={"helper.py": "X = 1"})
+    finally:
+        earlier.joinpath("results.json").unlink()
+        earlier.rmdir()
+        for secret in secrets:
+            secret.unlink()
+    seen = reported(session, "1")
+    assert seen["readable"] == [] and seen["named"] == []
+    assert seen["cwd"] == "/sandbox/work" and seen["listing"] == ["helper.py", "tmp"]
+    assert set(seen["root"]) <= {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc",
+                                 "root", "sandbox", "sbin", "tmp", "usr"}
+    # of the grader's home, only the way to the interpreter (pyenv's, here) is there
+    base = Path(sys.base_prefix)
+    assert seen["home"] == ([base.relative_to(Path.home()).parts[0]]
+                            if Path.home() in base.parents else [])
+    assert not [d for d in seen["devices"] if d.startswith("nvidia")]
+    assert seen["cuda"] == ""
+    if ROOT_ONLY:
+        assert seen["uid"] == 65534
+
+
+def test_bwrap_is_told_its_binds_through_a_descriptor(monkeypatch):
+    """bwrap's command line is /proc/1/cmdline inside: the binds, which name the machine's paths,
+    go through --args instead."""
+    sandbox = Sandbox(SandboxConfig(isolation="bwrap", **SMALL))
+    try:
+        sandbox.mode, sandbox.drop_to = "bwrap", (65534, 65534)
+        command = sandbox._command(3, 4, 5, binds.INSIDE_PYTHON / "bin" / "python")
+        arguments, _ = sandbox._bwrap_arguments()
+    finally:
+        sandbox.close()
+    assert command[:4] == ["bwrap", "--args", "5", "--"]
+    assert not [part for part in command if str(ROOT) in part or str(sandbox.base) in part]
+    assert ["--ro-bind", str(sandbox.lib), str(binds.INSIDE_LIB)] == \
+        arguments[arguments.index(str(sandbox.lib)) - 1:arguments.index(str(sandbox.lib)) + 2]
+
+
+def test_hidden_folders_inside_bound_trees_are_masked(tmp_path):
+    """A course kept inside a tree the sandbox binds (under /usr/local, say) gets an empty folder
+    over it."""
+    made = binds.Binds()
+    tree = tmp_path / "usr"
+    (tree / "local" / "course").mkdir(parents=True)
+    made.bind(tree, Path("/usr"))
+    binds.mask_hidden(made, [tree / "local" / "course", tmp_path / "elsewhere"])
+    at = made.arguments.index("/usr/local/course")
+    assert made.arguments[at - 1] == "--tmpfs" and made.arguments[at + 1:at + 3] == [
+        "--remount-ro", "/usr/local/course"]
+    assert str(tmp_path / "elsewhere") not in " ".join(made.arguments)
+
+
+def test_gpus_are_hidden_unless_asked_for():
+    sandbox = Sandbox(SandboxConfig(**SMALL))
+    try:
+        assert sandbox._environment()["CUDA_VISIBLE_DEVICES"] == ""
+        assert "nvidia" not in " ".join(sandbox._bwrap_arguments()[0])
+        sandbox.config.gpu = True
+        assert sandbox._environment().get("CUDA_VISIBLE_DEVICES") == \
+            os.environ.get("CUDA_VISIBLE_DEVICES")
+        assert "/sys" in sandbox._bwrap_arguments()[0]
+        assert "RLIMIT_AS" not in sandbox._rlimits()
+    finally:
+        sandbox.close()
+
+
+# -- weaker isolation ------------------------------------------------------------------------------
+def test_weaker_isolation_is_refused_unless_accepted():
+    refused = choose_isolation(SandboxConfig(isolation="process"))
+    assert refused.refusal and "sandbox.accept_weaker: process" in refused.refusal
+    assert "student code was not run" in refused.refusal
+    accepted = choose_isolation(SandboxConfig(isolation="process", accept_weaker="same-user"))
+    assert accepted.refusal is None and accepted.mode == "process" and accepted.warning
+    unknown = choose_isolation(SandboxConfig(accept_weaker="maybe"))
+    assert "sandbox.accept_weaker is 'maybe'" in unknown.refusal
+
+
+@pytest.mark.skipif(not ROOT_ONLY, reason="grading as root")
+def test_root_code_is_refused_when_the_sandbox_user_cannot_run_python(monkeypatch):
+    """The venv is under /root here: `nobody` cannot run it, so a plain process would run student
+    code as root; `process` alone does not accept that."""
+    monkeypatch.setattr(measure, "interpreter_footprint_kb", lambda user=None: None)
+    refused = choose_isolation(SandboxConfig(isolation="process", accept_weaker="process"))
+    assert refused.refusal.startswith("student code was not run: user 'nobody' cannot run ")
+    assert "so it would run as root" in refused.refusal
+    assert "chmod -R a+rX /opt/tfcourse" in refused.refusal
+
+
+def test_a_refused_sandbox_starts_nothing_and_says_why():
+    with pytest.raises(ProcessEnded) as ended:
+        run_cells("x = 1", isolation="process")
+    assert ended.value.description.startswith(
+        "student code was not run: course.yaml asks for sandbox.isolation: process, so it would "
+        "run as a plain process that can read this machine's files")
+    assert "install bubblewrap" in ended.value.description
+
+
+# -- killing ---------------------------------------------------------------------------------------
+DAEMONS = code("""
+    import os, subprocess, sys
+    SLEEP = "import signal, time\\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\\ntime.sleep(600)"
+    subprocess.Popen([sys.executable, "-c", SLEEP, "TOKEN"], start_new_session=True)
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv(sys.executable, [sys.executable, "-c", SLEEP, "TOKEN"])
+        os._exit(0)
+    os.wait()
+""")
+GRADER = """
+import json, sys, time
+sys.path.insert(0, {root!r})
+from autograder.sandbox.launch import set_subreaper
+from autograder.sandbox.session import StudentSession
+from autograder.sandbox.launch import SandboxConfig
+from autograder.submission import Cell
+set_subreaper()
+session = StudentSession([Cell("1", {cell!r})], SandboxConfig(**{config!r}), [], 20,
+                         time.monotonic() + 120)
+session.start()
+cgroup = session._sandbox.cgroup
+print(json.dumps([str(f) for f in cgroup.folders] if cgroup else []), flush=True)
+time.sleep(120)
+"""
+
+
+def survivors() -> list[str]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            line = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError):
+            continue
+        if entry.isdigit() and TOKEN in line and int(entry) != os.getpid():
+            found.append(f"{entry}: {line[:120]}")
+    return found
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_nothing_outlives_a_grader_killed_by_sigkill(mode):
+    """Student daemons (double fork, new session, SIGTERM ignored) die with a grader killed by
+    SIGKILL, and the sandbox's cgroup is removed."""
+    script = GRADER.format(root=str(ROOT), cell=DAEMONS, config={**SMALL, **mode})
+    grader = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        folders = json.loads(grader.stdout.readline())
+        started = time.monotonic()
+        while len(daemons := [line for line in survivors()
+                              if not line.startswith(f"{grader.pid}:")]) < 2 and \
+                time.monotonic() < started + 10:
+            time.sleep(0.1)                  # the double fork's grandchild may not have exec'd
+        assert len(daemons) == 2, daemons
+    finally:
+        grader.kill()
+        grader.wait()
+    deadline = time.monotonic() + 10
+    while (survivors() or any(Path(f).exists() for f in folders)) and \
+            time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert survivors() == []
+    assert [f for f in folders if Path(f).exists()] == []
+
+
+# -- the address space backstop --------------------------------------------------------------------
+def test_the_address_space_backstop_comes_from_the_measured_footprint(monkeypatch):
+    monkeypatch.setattr(measure, "interpreter_footprint_kb", lambda user=None: 3_000_000)
+    sandbox = Sandbox(SandboxConfig(memory_mb=768))
+    try:
+        space = sandbox._rlimits()["RLIMIT_AS"][0]
+    finally:
+        sandbox.close()
+    assert space == (3_000_000 << 10) + ((2 * 768 + 1024) << 20)
+
+
+def test_the_footprint_is_measured_once_and_cached(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    first = measure.interpreter_footprint_kb()
+    assert first and first > 100_000        # torch maps hundreds of MB just to import
+    monkeypatch.setattr(measure, "_measure_footprint_kb", lambda user: pytest.fail("measured"))
+    assert measure.interpreter_footprint_kb() == first
+    assert json.loads((tmp_path / "tfcourse" / "interpreter.json").read_text())
+
+
+# -- cgroup v2 (on a folder that looks like one) ---------------------------------------------------
+def fake_v2(tmp_path: Path, monkeypatch) -> Path:
+    """A cgroup v2 tree in a folder: the root hands memory and pids down, we live in a leaf."""
+    root, own = tmp_path / "cgroup", tmp_path / "cgroup" / "grader.scope"
+    own.mkdir(parents=True)
+    for folder, controllers, subtree in ((root, "cpu memory pids", "memory pids"),
+                                         (own, "memory pids", "")):
+        (folder / "cgroup.controllers").write_text(controllers)
+        (folder / "cgroup.subtree_control").write_text(subtree)
+        (folder / "cgroup.procs").write_text("")
+    monkeypatch.setattr(measure, "_own_folder", lambda controller: own if controller == "" else None)
+    monkeypatch.setattr(measure, "_cgroup_mounts", lambda: {"": (root, "/")})
+    return root
+
+
+def test_cgroup_v2_limits_memory_swap_and_processes(tmp_path, monkeypatch):
+    root = fake_v2(tmp_path, monkeypatch)
+    made = Cgroup._create_v2("tfcourse-test", Limits(768, 64, 16))
+    assert made.version == 2 and made.memory == root / "tfcourse-test"
+    # our own cgroup has processes, so it cannot hand controllers down: a sibling is made
+    assert (made.memory / "memory.max").read_text() == str(768 << 20)
+    assert (made.memory / "memory.swap.max").read_text() == "0"
+    assert (made.memory / "memory.oom.group").read_text() == "1"
+    assert (made.pids / "pids.max").read_text() == "16"
+    assert made.exceeded() is None
+    (made.memory / "memory.events").write_text("low 0\nhigh 0\nmax 9\noom 1\noom_kill 1\n")
+    assert made.exceeded() == "memory"
+    (made.memory / "memory.events").write_text("oom_kill 0\n")
+    (made.pids / "pids.events").write_text("max 3\n")
+    assert made.exceeded() == "processes"
+
+
+# -- the setup check (Gradescope's setup.sh runs it) ------------------------------------------------
+def test_the_setup_check_says_how_student_code_would_be_isolated(tmp_path):
+    import yaml
+
+    from autograder.gradescope import SETUP
+
+    assert "python -m autograder.sandbox.launch ." in SETUP.splitlines()[-1]
+    assert "chmod -R a+rX /opt/tfcourse" in SETUP
+    data = yaml.safe_load((ROOT / "course.yaml").read_text())
+    data["sandbox"].update(isolation="process", accept_weaker=False)
+    (tmp_path / "course.yaml").write_text(yaml.safe_dump(data))
+    check = [sys.executable, "-m", "autograder.sandbox.launch", str(tmp_path)]
+    refused = subprocess.run(check, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert refused.returncode == 1
+    assert refused.stdout.startswith("REFUSED: student code was not run: course.yaml asks for "
+                                     "sandbox.isolation: process")
+    if bwrap_works():
+        fine = subprocess.run(check[:-1] + [str(ROOT)], capture_output=True, text=True, cwd=ROOT,
+                              timeout=300)
+        assert fine.returncode == 0 and fine.stdout.startswith("isolation: bwrap"), fine
