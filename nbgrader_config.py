@@ -48,5 +48,8 @@ c.ExchangeFactory.collect = SafeCollect
 # nbgrader's feedback shows the autograded notebook, whose test cells hold the hidden tests again
 # (autograde restores them from the gradebook): clear them before the page is written.
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+# Pages nbgrader makes from students' notebooks (feedback, formgrader) show no raw HTML or script
+# a student wrote in a markdown cell.
+c.HTMLExporter.sanitize_html = True
 # The solutions' training demo takes up to a minute; give cells room.
 c.ExecuteSolution.timeout = 600

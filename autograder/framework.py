@@ -191,6 +191,7 @@ class Handle:
 
     def __init__(self, context: "Context", name: str, info: dict | None = None):
         self.context, self.name, self.info = context, name, _checked_description(info)
+        self.loaded: dict = {}              # the weights last loaded into it, by its own names
 
     @property
     def parameters(self) -> dict[str, list[int]]:
@@ -218,6 +219,7 @@ class Handle:
         """Load reference weights by name: (missing parameter names, unexpected names). A name
         that is only another name of a tensor that was loaded (an alias) is not missing."""
         result = self.context.request("load", handle=self.name, state=state)
+        self.loaded = dict(state)
         if not isinstance(result, dict):
             result = {}
         names = {key: [name for name in result.get(key, []) if isinstance(name, str)]
@@ -227,6 +229,30 @@ class Handle:
         missing = [name for name in names["missing"]
                    if name in identity and identity[name] not in loaded]
         return missing, names["unexpected"]
+
+    def load_by_position(self, reference: torch.nn.Module, skipped=()) -> bool:
+        """For a check of behaviour on a module whose names differ from the contract's: load the
+        reference's parameters in their order of registration into the module's own, when each
+        has the same shape (a working module under other names). Whether that was possible; a
+        module without parameters like the contract's (one that computes something trivial, say)
+        cannot be checked for behaviour at all."""
+        def outside(name):
+            return not any(name == path or name.startswith(path + ".") for path in skipped)
+        expected = [(name, tensor) for name, tensor in reference.named_parameters()
+                    if outside(name)]
+        skipped_ids = {self.identity[name] for name in self.parameters if not outside(name)}
+        own, seen = [], set()
+        for name, shape in self.parameters.items():
+            identity = self.identity[name]
+            if identity not in seen and identity not in skipped_ids:
+                seen.add(identity)
+                own.append((name, shape))
+        if not expected or len(own) != len(expected) or any(
+                shape != list(tensor.shape) for (_, shape), (_, tensor) in zip(own, expected)):
+            return False
+        state = {name: tensor.detach() for (name, _), (_, tensor) in zip(own, expected)}
+        missing, unexpected = self.load(state)
+        return not unexpected and not [name for name in missing if outside(name)]
 
     def run(self, *args, method: str = "__call__", train: bool = False, seed: int | None = None,
             swap_globals: dict | None = None, timeout: float | None = None, **kwargs):
@@ -344,6 +370,20 @@ class Context:
     def reference_module(self, cls: str, *args, seed: int = 0, **kwargs) -> torch.nn.Module:
         torch.manual_seed(seed)
         return self.ref[cls](*args, **kwargs).eval()
+
+    def expect_uses(self, handle: "Handle", run, what: str) -> None:
+        """The module's output must depend on the weights loaded into it (`handle.loaded`):
+        `run()` gives the output before and after they are all shifted a little. A module that
+        computes something trivial beside parameters it never uses fails here."""
+        weights = {name: tensor for name, tensor in handle.loaded.items()
+                   if isinstance(tensor, torch.Tensor) and tensor.is_floating_point()}
+        before = expect_kind(run(), "floating", what)
+        handle.load({name: tensor + 0.5 for name, tensor in weights.items()})
+        after = expect_kind(run(), "floating", what)
+        handle.load(weights)
+        if tuple(before.shape) == tuple(after.shape) and close(before, after, 1e-6, 1e-5):
+            raise Fail("{what} does not change when the module's weights change: it must compute "
+                       "its output with its parameters", what=what)
 
     def expect_close(self, got, expected: torch.Tensor, what: str, hint: str = "") -> None:
         got = expect_like(got, expected, what)

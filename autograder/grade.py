@@ -16,11 +16,11 @@ from tfcourse.course import Course
 
 from . import checks  # noqa: F401  (registers the checks)
 from . import rules
-from .framework import REGISTRY, Context, run_test
+from .framework import REGISTRY, Context, describe_student_error, run_test
 from .reference import reference
 from .report import Note, NotebookReport, SubmissionReport, TestResult
 from .sandbox.launch import Sandbox, SandboxConfig
-from .sandbox.session import OutOfTime, ProcessEnded, StudentSession, TimedOut
+from .sandbox.session import OutOfTime, ProcessEnded, StudentError, StudentSession, TimedOut
 from .submission import load_program
 
 
@@ -128,8 +128,14 @@ def _cell_notes(session: StudentSession) -> list[Note]:
 
 def _grade_group(context, session, group, static, skip) -> list[TestResult]:
     results = []
-    kinds = context.request("names", names=list(group.stubs))
-    missing = [name for name in group.stubs if kinds.get(name) == "missing"]
+    try:
+        kinds = context.request("names", names=list(group.stubs))
+    except StudentError as error:            # the student's objects broke even this question
+        template, params = describe_student_error(error)
+        return _zero(group, template, params)
+    if not isinstance(kinds, dict):
+        kinds = {}
+    missing = [name for name in group.stubs if kinds.get(name, "missing") == "missing"]
     if missing:
         return _zero(group, "{names} is not defined: was its cell deleted, renamed or left "
                             "with an error?", {"names": ", ".join(missing)})

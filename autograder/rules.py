@@ -130,6 +130,17 @@ DYNAMIC_PATHS = {
     "os.forkpty": ("runs code in another process", False),
     "os.posix_spawn": ("runs another program", False),
     "os.posix_spawnp": ("runs another program", False),
+    # The grader's harness in the student's process (worker.py runs as __main__, beside channel.py
+    # and standins.py): through it every reply to the grader could be rewritten.
+    "__main__": ("reaches the grader's harness in this process", True),
+    "worker": ("reaches the grader's harness in this process", True),
+    "channel": ("reaches the grader's harness in this process", True),
+    "standins": ("reaches the grader's harness in this process", True),
+    "gc.get_objects": ("walks every object of the process, the grader's harness included", True),
+    "gc.get_referrers": ("walks every object of the process, the grader's harness included",
+                         True),
+    "gc.get_referents": ("walks every object of the process, the grader's harness included",
+                         True),
 }
 for _name in ("execl", "execle", "execlp", "execlpe", "execv", "execve", "execvp", "execvpe",
               "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv", "spawnve", "spawnvp",

@@ -272,12 +272,19 @@ class Batch:
 
     def grade_and_watch(self) -> None:
         """The first grading, and what it left: the input's hashes before it, each submission's
-        status, the processes still running, the sandbox folders still there."""
+        status, the processes still running, the sandbox folders still there (graded with a
+        temporary folder of its own, so that other gradings on the machine do not count)."""
         self.before = hashes(self.submitted)
-        folders = sandbox_folders()
-        self.statuses = self.grade()
-        self.survivors = survivors(TOKEN)
-        self.leftovers = sandbox_folders() - folders
+        private = Path(tempfile.mkdtemp(prefix="tftemp-", dir=self.out.parent))
+        os.chmod(private, 0o755)
+        shared, tempfile.tempdir = tempfile.tempdir, str(private)
+        try:
+            folders = sandbox_folders()
+            self.statuses = self.grade()
+            self.survivors = survivors(TOKEN)
+            self.leftovers = sandbox_folders() - folders
+        finally:
+            tempfile.tempdir = shared
 
     def results(self, name: str) -> dict:
         return json.loads((self.out / name / "results.json").read_text(encoding="utf-8"))
@@ -604,14 +611,17 @@ def process_batch(tmp_path_factory):
     return batch
 
 
-def test_process_mode_grades_everyone_else_when_the_grader_is_killed(process_batch):
+def test_process_mode_grades_everyone_else_when_a_parent_is_killed(process_batch):
+    """Student code's parent is the sandbox's keeper, not the grader. Run as root (same-user), it
+    kills the keeper, and its own process dies with it (when that shows only at the next request,
+    on a busy machine, a later cell is blamed: same-user accepts code that can do such things).
+    Run as the sandbox user, it cannot, and everything is graded."""
     statuses = dict(process_batch.statuses)
     results = process_batch.results("kill-parent")
-    if statuses.pop("kill-parent") == "failed":  # student code ran as root and killed the grader
-        assert results["score"] == 0
-        assert "the grader failed on this submission, so nothing was scored" in results["output"]
-        assert "was killed by SIGKILL" in results["extra_data"]["grader_error"]
-    else:                                        # it ran as the sandbox user and could not
+    assert statuses.pop("kill-parent") == "graded"
+    if "student code runs as root" in results["output"]:
+        assert "ended the grading process: it was killed (SIGKILL)" in results["output"]
+    else:
         assert results["score"] == 14
     assert set(statuses.values()) == {"graded"}
     assert process_batch.results("twin")["extra_data"]["notebooks"][0]["sandbox"] == "process"

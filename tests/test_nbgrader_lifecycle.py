@@ -126,6 +126,9 @@ def test_release_fetch_submit_collect_autograde_feedback_export(grade, tmp_path)
         for cell in nb.cells:
             if notebook.is_solution(cell) and notebook.grade_id(cell) in filled:
                 cell.source = filled[notebook.grade_id(cell)]
+        if name == "eve":                   # and a script for the instructor's feedback page
+            nb.cells.append(nbformat.v4.new_markdown_cell(
+                '<img src="x" onerror="alert(\'tfxss\')"> <script>alert("tfxss")</script>'))
         nbformat.write(nb, str(fetched))
         # The exchange names a submission after the OS user (root here) unless told the student.
         nbgrader("submit", A, "--course", "tfcourse", "--student", name, cwd=home)
@@ -169,6 +172,7 @@ def test_release_fetch_submit_collect_autograde_feedback_export(grade, tmp_path)
         assert solution_line not in path.read_text()
     for path in (course / "feedback" / "eve").rglob("*.html"):
         assert solution_line not in path.read_text()
+        assert "onerror" not in path.read_text() and 'alert("tfxss")' not in path.read_text()
     assert float(rows["eve"]["score"]) == grade(course / "submitted" / "eve" / A)["score"]
     assert float(rows["frank"]["score"]) == 0.0
     assert float(rows["mallory"]["score"]) == 0.0

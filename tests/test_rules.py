@@ -249,8 +249,9 @@ CHEATS = {
     "search by name": ([
         "import gc",
         sdpa('[f for f in gc.get_objects() if getattr(f, "__name__", "") == '
-             '"scaled_dot_product_attention"][0](q, k, v)')], SD,
-        ['the name "scaled_dot_product_attention" in a comparison']),
+             '"scaled_dot_product_attention"][0](q, k, v)')], ALL,
+        ['the name "scaled_dot_product_attention" in a comparison', "gc.get_objects",
+         "walks every object of the process, the grader's harness included"]),
     "code in a string": ([
         sdpa('q if open("m.py", "w").write("import torch.nn.functional as F\\n'
              'a = F.scaled_dot_product_attention") else q')], ALL,
@@ -714,7 +715,8 @@ SUBMISSIONS = {
         "torch.ops.aten._scaled_dot_product_attention_math(q, k, v, attn_mask=None if mask is None "
         "else torch.zeros(mask.shape).masked_fill(mask, float('-inf')))[0]")}, [], "sdpa-code"),
     "mha-forward": ({}, [MHA_FORWARD], "mha-code"),
-    # unseen by the static rule: it finds the (wrapped) function among all objects in memory
+    # it finds the (wrapped) function among all objects in memory: gc's walk over every object is
+    # flagged (through it the grader's harness could be reached too), against every stub
     "memory-search": ({"sdpa-code": _sdpa_cheat(
         f"_found()(q, k, v, attn_mask={ALLOWED})",
         "import gc\n\n\ndef _found():\n    return next(f for f in gc.get_objects() if type(f)."
@@ -753,15 +755,14 @@ def graded(course, tmp_path_factory):
 @pytest.mark.parametrize("name", list(SUBMISSIONS))
 def test_each_cheat_earns_what_its_twin_earns(graded, name):
     cheat, twin = graded[name], graded[f"{name}-twin"]
+    if name == "memory-search":                  # flagged for every stub: less than its twin
+        assert all(scores(cheat)[test] <= score for test, score in scores(twin).items())
+        assert all("gc.get_objects" in t["output"] for t in cheat["tests"]), cheat["tests"]
+        return
     assert scores(cheat) == scores(twin), json.dumps(cheat["tests"], indent=1)[:3000]
     assert twin["score"] > 0 and "masks.padding" not in {
         t["number"] for t in twin["tests"] if t["score"] == t["max_score"]}
     group = "mha" if SUBMISSIONS[name][2] == "mha-code" else "sdpa"
     said = {t["output"] for t in cheat["tests"] if t["number"].startswith(group + ".")}
-    if name == "memory-search":                       # the tripwire, on every check of the group
-        assert len(said) == 1 and re.fullmatch(
-            r"scaled_dot_product_attention called torch\.\S*scaled_dot_product_attention while "
-            r"being checked, which the course's rules do not allow here", said.pop()), said
-    else:
-        assert len(said) == 1 and "the course's rules do not allow this here, so write the " \
-            "attention yourself" in said.pop()
+    assert len(said) == 1 and "the course's rules do not allow this here, so write the " \
+        "attention yourself" in said.pop()

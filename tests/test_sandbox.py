@@ -385,11 +385,14 @@ def survivors() -> list[str]:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_nothing_outlives_a_grader_killed_by_sigkill(mode):
+def test_nothing_outlives_a_grader_killed_by_sigkill(mode, tmp_path):
     """Student daemons (double fork, new session, SIGTERM ignored) die with a grader killed by
     SIGKILL, and the sandbox's cgroup is removed."""
     script = GRADER.format(root=str(ROOT), cell=DAEMONS, config={**SMALL, **mode})
-    grader = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    sandboxes = tmp_path / "sandboxes"            # as the runner does: its grader leaves them
+    sandboxes.mkdir(mode=0o711)
+    grader = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, launch.SANDBOX_FOLDER: str(sandboxes)})
     try:
         folders = json.loads(grader.stdout.readline())
         started = time.monotonic()
@@ -407,6 +410,23 @@ def test_nothing_outlives_a_grader_killed_by_sigkill(mode):
         time.sleep(0.1)
     assert survivors() == []
     assert [f for f in folders if Path(f).exists()] == []
+
+
+def test_the_cgroup_stays_until_the_grader_has_read_why_the_process_ended():
+    """The keeper kills what the student's process left when it ends, but leaves its cgroup:
+    the grader reads there whether a limit ended it, then removes it."""
+    if not machine_has_cgroups():
+        pytest.skip("no cgroup can be made here")
+    sandbox = Sandbox(SandboxConfig(**SMALL))
+    try:
+        fd_in, _ = sandbox.start()
+        os.close(fd_in)                          # the worker reads the end of its requests: exits
+        sandbox.process.wait(timeout=120)
+        folders = list(sandbox.cgroup.folders)
+        assert folders and all(folder.is_dir() for folder in folders)
+    finally:
+        sandbox.close()
+    assert not any(folder.exists() for folder in folders)
 
 
 # -- the address space backstop --------------------------------------------------------------------

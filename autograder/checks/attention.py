@@ -11,6 +11,7 @@ import torch
 from ..framework import (Fail, as_tensor, check, close, expect_kind, expect_like, expect_shape,
                          expect_varies, largest_gap, pair, swapped)
 from ..sandbox import standins
+from ..sandbox.session import StudentError
 
 A = "01-attention"
 SDPA = "scaled_dot_product_attention"
@@ -52,7 +53,16 @@ def _hint(got, variants, ctx):
 def sdpa_shapes(ctx):
     ctx.seed(11)
     q, k, v = ctx.randn(2, 3, 5, 4), ctx.randn(2, 3, 7, 4), ctx.randn(2, 3, 7, 6)
-    out, weights = _sdpa(ctx, q, k, v)
+    try:
+        out, weights = _sdpa(ctx, q, k, v)
+    except StudentError as error:          # fine without batch axes: a transpose of all the axes
+        try:
+            _sdpa(ctx, q[0, 0], k[0, 0], v[0, 0])
+        except (StudentError, Fail):
+            raise error from None
+        raise Fail("the function works on q [5, 4] but raised {kind} on q [2, 3, 5, 4]: transpose "
+                   "only the last two axes of k (k.transpose(-2, -1)); k.T reverses all of them",
+                   kind=error.type) from None
     expect_shape(out, (2, 3, 5, 6), "the output for q [2, 3, 5, 4], k [2, 3, 7, 4], v [2, 3, 7, 6]")
     expect_shape(weights, (2, 3, 5, 7), "the weights for q [2, 3, 5, 4], k [2, 3, 7, 4]")
     out, weights = _sdpa(ctx, q[0, 0], k[0, 0], v[0, 0])
@@ -67,6 +77,12 @@ def sdpa_softmax(ctx):
     _, weights = _sdpa(ctx, q, k, v)
     expect_shape(weights, (2, 3, 5, 7), "the weights")
     sums = weights.double().sum(-1)
+    scores = q.double() @ k.double().transpose(-2, -1)
+    if any(close(weights, candidate, 1e-4, 1e-4) for candidate in (scores, scores / 2)):
+        raise Fail("the second value returned is the scores, not the weights: return the "
+                   "softmax of the scores")
+    _, sharper = _sdpa(ctx, q * 2, k, v)
+    expect_varies(weights, sharper, "the weights", "the queries were doubled")
     if (weights < -1e-6).any() or not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
         raise Fail("the weights do not sum to 1 over the keys (row sums from {lo:.3f} to "
                    "{hi:.3f}): the softmax must run over the last axis",
@@ -100,6 +116,7 @@ def sdpa_mask(ctx):
     scattered[..., 0] = False                          # every query keeps one key
     plain_out, plain = _sdpa(ctx, q, k, v)
     expect_shape(plain, (2, 3, 5, 7), "the weights without a mask")
+    expect_varies(plain, _sdpa(ctx, q * 2, k, v)[1], "the weights", "the queries were doubled")
     sums = plain.double().sum(-1)
     if (plain < -1e-6).any() or not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
         raise Fail("the weights are not a softmax over the keys (see the softmax check), so the "
@@ -122,7 +139,8 @@ def sdpa_mask(ctx):
                 raise Fail("with {name}, the weights are 0 where the mask is False: True means "
                            "blocked, so the mask is inverted", name=name)
             raise Fail("with {name}, a blocked key (mask True) got weight up to {w:.3f}; it "
-                       "must get 0", name=name, w=float(blocked.abs().max()))
+                       "must get 0: fill the blocked scores with -inf (or a very negative number) "
+                       "before the softmax", name=name, w=float(blocked.abs().max()))
         kept = plain.double().masked_fill(blocked_where, 0.0)
         expected = kept / kept.sum(-1, keepdim=True)
         ctx.expect_close(weights, expected, weights_what,
@@ -163,12 +181,15 @@ def _expect_mha(ctx, out, reference, x_q, x_kv, mask, used: bool, what: str, hin
 
 def _student_mha(ctx, seed=21, strict=True):
     """The student's MultiHeadAttention with the reference's weights loaded. With strict=False (a
-    check of behaviour) it keeps its own weights when the names do not match: reference is None."""
+    check of behaviour) they are loaded in their order when the names do not match."""
     reference = ctx.reference_module("MultiHeadAttention", D, H, seed=seed)
     student = ctx.new("MultiHeadAttention", D, H, seed=seed)
     missing, unexpected = student.load(reference.state_dict())
     if (missing or unexpected) and not strict:
-        return None, student
+        if student.load_by_position(reference):      # the same layers under other names
+            return reference, student
+        raise Fail("MultiHeadAttention's behaviour cannot be checked: it has no parameters like "
+                   "the assignment's four nn.Linear(12, 12) (see the structure check)")
     if missing or unexpected:
         raise Fail("cannot load the reference's weights by name (missing: {missing}; "
                    "unexpected: {unexpected}); the parameters must be w_q, w_k, w_v, w_o",
@@ -245,8 +266,7 @@ def mha_mask(ctx):
                            "checks", p=position)
             raise Fail("with a causal mask, position {p} changed when token 4 changed: the mask "
                        "does not reach the attention", p=position)
-    if reference is not None:
-        _expect_mha(ctx, before, reference, x, x, causal, used, "masked self-attention")
+    _expect_mha(ctx, before, reference, x, x, causal, used, "masked self-attention")
     memory = ctx.randn(2, 7, D)
     pads = torch.zeros(2, 1, 1, 7, dtype=torch.bool)
     pads[:, ..., 5:] = True
@@ -303,6 +323,8 @@ def masks_padding(ctx):
         if got.dtype != torch.bool:
             raise Fail("padding_mask should return a bool tensor, not {dtype}",
                        dtype=str(got.dtype).replace("torch.", ""))
+        if torch.equal(got, ~expected):
+            raise Fail("padding_mask is inverted: True must mean padding (a key to block)")
         if not torch.equal(got, expected):
             raise Fail("padding_mask(tokens, pad_id={pad_id}) should be True exactly where the "
                        "token is pad_id", pad_id=pad_id)

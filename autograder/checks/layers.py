@@ -11,6 +11,7 @@ import torch
 from ..framework import (Fail, as_tensor, check, close, compare_parameters, expect_kind,
                          expect_shape, expect_varies, swapped)
 from ..sandbox import standins
+from ..sandbox.session import StudentError
 
 A = "02-layers"
 D, H, FF = 12, 3, 20
@@ -84,12 +85,16 @@ def _names_and_shapes(ctx, handle, reference, what, skipped=()):
 def _load(student, reference, cls, skipped=(), strict=True) -> bool:
     """The reference's weights into the student's module, outside the `skipped` submodules.
 
-    Whether they loaded; when the names do not match, a strict load fails the check, while a
-    check of behaviour only (strict=False) goes on with the student's own weights."""
+    When the names do not match, a strict load fails the check, while a check of behaviour only
+    (strict=False) loads them in their order into parameters of the same shapes (a working module
+    under other names), and fails when the module has none like them."""
     missing, unexpected = student.load(_outside(reference.state_dict(), skipped))
     missing = list(_outside(dict.fromkeys(missing), skipped))
     if (missing or unexpected) and not strict:
-        return False
+        if student.load_by_position(reference, skipped):
+            return True
+        raise Fail("{cls}'s behaviour cannot be checked: it has no parameters like the "
+                   "assignment's (see the params check)", cls=cls)
     if missing or unexpected:
         raise Fail("cannot load the reference's weights into {cls} by name (missing: {missing}; "
                    "unexpected: {unexpected})", cls=cls, missing=missing or "none",
@@ -134,8 +139,8 @@ STAND_IN_FFN = {"FeedForward": "FeedForwardFactory"}
 def _with_probes(ctx, cls, paths, seed, dropout=0.3, strict=True):
     """Student and reference layers with reference weights, their sublayers replaced by stand-ins.
 
-    With strict=False (checks of behaviour), the student's layer keeps its own weights when the
-    reference's cannot be loaded by name; then `reference` is None."""
+    With strict=False (checks of behaviour), the reference's weights are loaded in their order
+    when the names do not match (see `_load`)."""
     reference = ctx.reference_module(cls, D, H, FF, dropout, seed=seed)
     student = ctx.new(cls, D, H, FF, dropout, seed=seed, swap_globals=STAND_IN_FFN)
     probes = {}
@@ -169,6 +174,17 @@ def _layer_params(ctx, cls, count, own):
         raise Fail("{cls} has no submodule named ffn: keep its FeedForward(d_model, d_ff) in "
                    "self.ffn", cls=cls)
     reference = ctx.reference_module(cls, 32, 4, 128, 0.1)
+    contract = [name for name, _ in reference.named_parameters() if not name.startswith("ffn.")]
+    first_of: dict[int, str] = {}
+    for name in contract:                  # two of the contract's names, one tensor
+        identity = handle.identity.get(name)
+        if identity is not None and identity in first_of:
+            module, other = name.rsplit(".", 1)[0], first_of[identity].rsplit(".", 1)[0]
+            raise Fail("{module} is the same module as {other}: each sublayer needs a module of "
+                       "its own (for example self.{module} = nn.LayerNorm(d_model))",
+                       module=module, other=other)
+        if identity is not None:
+            first_of[identity] = name
     in_ffn = {handle.identity[name] for name in handle.parameters if name.startswith("ffn.")}
     got = handle.count([name for name in handle.parameters
                         if handle.identity[name] not in in_ffn])
@@ -319,6 +335,7 @@ def _dropout_check(ctx, cls, paths, args, extra=()):
     """Dropout on in training mode, off in eval mode. The layer's values are the values check's:
     a layer wired otherwise (pre-norm, say) is not blamed here for it."""
     _, student, _ = _with_probes(ctx, cls, paths, seed=51, dropout=0.5, strict=False)
+    ctx.expect_uses(student, lambda: student.run(*args, *extra), "the layer's output")
     first = expect_kind(student.run(*args, *extra, seed=1), "floating", "the output")
     second = expect_kind(student.run(*args, *extra, seed=2), "floating", "the output")
     if not close(first, second, ctx.atol, ctx.rtol):
@@ -371,10 +388,44 @@ def decoder_values(ctx):
                      hint=hint)
 
 
-def _decoder_output(student, y, memory, self_mask, memory_mask) -> torch.Tensor:
+def _decoder_output(student, y, memory, self_mask, memory_mask, probes=None) -> torch.Tensor:
+    """The layer's output; when its code raises, what the stand-ins recorded may name the wiring
+    at fault (words only: the check is lost either way)."""
     what = "DecoderLayer on y [2, 5, 12], memory [2, 7, 12]"
-    return expect_kind(expect_shape(student.run(y, memory, self_mask, memory_mask), (2, 5, D),
-                                    what), "floating", what)
+    try:
+        out = student.run(y, memory, self_mask, memory_mask)
+    except StudentError:
+        cause = _decoder_wiring(probes, y.shape[1], memory.shape[1]) if probes else None
+        if cause:
+            raise Fail("{cause} (your code raised an error when the grader ran it)",
+                       cause=cause) from None
+        raise
+    return expect_kind(expect_shape(out, (2, 5, D), what), "floating", what)
+
+
+def _decoder_wiring(probes, target: int, source: int) -> str | None:
+    """The wiring mistake that the stand-ins' last calls show, if one does."""
+    def last(path):
+        calls = probes[path].calls()
+        return calls[-1] if calls and isinstance(calls[-1], dict) else {}
+
+    def length(value, axis=1):
+        return value.shape[axis] if isinstance(value, torch.Tensor) and value.dim() > axis else None
+
+    own, cross = last("self_attn"), last("cross_attn")
+    if length(own.get("mask"), -1) == source or length(cross.get("mask"), -1) == target:
+        return ("the masks are swapped: self_mask goes to self-attention and memory_mask to "
+                "cross-attention")
+    if length(cross.get("x_q")) == source:
+        return ("cross-attention's queries must come from the decoder's own input; only its keys "
+                "and values come from the memory")
+    if cross and length(cross.get("x_kv")) == target:
+        return ("cross-attention took its keys and values from the decoder's own input; they "
+                "must come from the memory")
+    if length(own.get("x_kv")) == source:
+        return ("self-attention must take its keys and values from the decoder's own input, the "
+                "same tensor as its queries, not from the memory")
+    return None
 
 
 @check(A, "decoder.masks")
@@ -382,7 +433,9 @@ def decoder_masks(ctx):
     ctx.seed(63)
     _, student, probes = _with_probes(ctx, "DecoderLayer", PATHS, seed=64, strict=False)
     y, memory, self_mask, memory_mask = _decoder_inputs(ctx)
-    out = _decoder_output(student, y, memory, self_mask, memory_mask)
+    out = _decoder_output(student, y, memory, self_mask, memory_mask, probes)
+    ctx.expect_uses(student, lambda: student.run(y, memory, self_mask, memory_mask),
+                    "the layer's output")
     recorded = {path: probes[path].calls() for path in ("self_attn", "cross_attn")}
     later = y.clone()
     later[:, 3] += 1.5
@@ -416,7 +469,9 @@ def decoder_memory(ctx):
     ctx.seed(65)
     reference, student, probes = _with_probes(ctx, "DecoderLayer", PATHS, seed=66, strict=False)
     y, memory, self_mask, memory_mask = _decoder_inputs(ctx)
-    out = _decoder_output(student, y, memory, self_mask, memory_mask)
+    out = _decoder_output(student, y, memory, self_mask, memory_mask, probes)
+    ctx.expect_uses(student, lambda: student.run(y, memory, self_mask, memory_mask),
+                    "the layer's output")
     calls = probes["cross_attn"].calls()
     keys = calls[-1].get("x_kv") if calls else None
     took_y = isinstance(keys, torch.Tensor) and keys.shape == y.shape

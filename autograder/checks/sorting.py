@@ -47,8 +47,8 @@ def _as_tied(state: dict, handle, extras: list[str]) -> dict:
 
 def _loaded(ctx, seed, strict=True, **options):
     """The student's Transformer and the reference's, with the reference's weights in both. With
-    strict=False (a check of behaviour), the student's keeps its own weights when the names do not
-    match, and the reference returned is None."""
+    strict=False (a check of behaviour), the weights are loaded in their order when the names do
+    not match."""
     options = {**SMALL, **options}
     vocab = options.pop("vocab_size")
     reference = ctx.reference_module("Transformer", vocab, seed=seed, **options)
@@ -58,7 +58,10 @@ def _loaded(ctx, seed, strict=True, **options):
                                   vocab, options["d_model"])
     missing, unexpected = student.load(_as_tied(state, student, extras))
     if (missing or unexpected) and not strict:
-        return None, student
+        if student.load_by_position(reference):      # the same parameters under other names
+            return reference, student
+        raise Fail("the Transformer's behaviour cannot be checked: its parameters are not like "
+                   "the assignment's (see model.params)")
     if missing or unexpected:
         raise Fail("cannot load the reference's weights into Transformer by name (your model has "
                    "no {unexpected}; the reference has no {missing})",
@@ -72,13 +75,6 @@ def model_params(ctx):
     handle = ctx.new("Transformer", V)
     contract = [name for name, _ in ctx.reference_module("Transformer", V).named_parameters()]
     extras = set(_output_layer_extras(handle, contract))
-    if handle.count([name for name in handle.parameters if name not in extras]) != 59744:
-        raise Fail("Transformer(11) should have 59,744 parameters, not {n:,}: two encoder layers "
-                   "(12,704 each), two decoder layers (16,992 each) and the embedding (352), "
-                   "registered once", n=handle.count([name for name in handle.parameters
-                                                       if name not in extras]))
-    if handle.parameters.get("embedding.weight") != [V, 32]:
-        raise Fail("model.embedding should be nn.Embedding(11, 32): 352 numbers")
     # One layer object at two depths shows as the same parameter under two indices; sharing
     # otherwise (a helper module holding the embedding, a tied output layer) is fine.
     first_name: dict[int, str] = {}
@@ -90,6 +86,19 @@ def model_params(ctx):
     if reused:
         raise Fail("some layers share their parameters ({pairs}): each depth needs its own layer",
                    pairs=", ".join(f"{a} = {b}" for a, b in reused[:3]))
+    stacks = [prefix for prefix in ("encoder", "decoder")
+              if not any(name.startswith(prefix + ".") for name in handle.parameters)]
+    if stacks:
+        raise Fail("the model has no parameters under {stacks}: keep the layers in nn.ModuleLists "
+                   "named encoder and decoder (a Python list hides them from the model, its "
+                   "optimizer and its state_dict)", stacks=" and ".join(stacks))
+    count = handle.count([name for name in handle.parameters if name not in extras])
+    if count != 59744:
+        raise Fail("Transformer(11) should have 59,744 parameters, not {n:,}: two encoder layers "
+                   "(12,704 each), two decoder layers (16,992 each) and the embedding (352), "
+                   "registered once", n=count)
+    if handle.parameters.get("embedding.weight") != [V, 32]:
+        raise Fail("model.embedding should be nn.Embedding(11, 32): 352 numbers")
     options = {k: v for k, v in SMALL.items() if k != "vocab_size"}
     small = ctx.new("Transformer", 13, **{**options, "num_layers": 3})
     expected = {name: list(p.shape) for name, p in
@@ -194,6 +203,7 @@ def model_causal(ctx):
     ctx.seed(87)
     _, student = _loaded(ctx, seed=88, strict=False)
     src, tgt_in = ctx.randint(0, 13, 2, 7), ctx.randint(0, 13, 2, 6)
+    ctx.expect_uses(student, lambda: student.run(src, tgt_in), "the logits")
     before = expect_shape(student.run(src, tgt_in), (2, 6, 13), "the logits for tgt_in [2, 6]")
     if not torch.isfinite(before).all():
         raise Fail("the logits contain NaN or infinity: does the causal mask block a position "
@@ -220,8 +230,14 @@ def model_padding(ctx):
     src_mask[0, ..., 5:] = True
     noisy = src.clone()
     noisy[0, 5:] = (noisy[0, 5:] + 3) % 13
-    first = as_tensor(student.run(src, src_mask, method="encode"), "the memory")
-    second = as_tensor(student.run(noisy, src_mask, method="encode"), "the memory")
+    ctx.expect_uses(student, lambda: student.run(src, src_mask, method="encode"), "the memory")
+    first = expect_kind(student.run(src, src_mask, method="encode"), "floating", "the memory")
+    second = expect_kind(student.run(noisy, src_mask, method="encode"), "floating", "the memory")
+    mixed = src.clone()
+    mixed[:, 1] = mixed[:, 1] % 12 + 1              # a real token, not padding
+    expect_varies(first[:, 0], as_tensor(student.run(mixed, src_mask, method="encode"),
+                                         "the memory")[:, 0],
+                  "the memory at position 0", "the source token at position 1 changed")
     if not close(first[0, :5], second[0, :5], ctx.atol, ctx.rtol) or not close(
             first[1], second[1], ctx.atol, ctx.rtol):
         raise Fail("changing masked source tokens changed the memory elsewhere: encode must pass "
@@ -230,8 +246,12 @@ def model_padding(ctx):
     memory = ctx.randn(2, 7, 12)
     other = memory.clone()
     other[0, 5:] += 2.0
-    a = as_tensor(student.run(tgt_in, memory, src_mask, method="decode"), "the logits")
-    b = as_tensor(student.run(tgt_in, other, src_mask, method="decode"), "the logits")
+    a = expect_kind(student.run(tgt_in, memory, src_mask, method="decode"), "floating", "the logits")
+    b = expect_kind(student.run(tgt_in, other, src_mask, method="decode"), "floating", "the logits")
+    kept = memory.clone()
+    kept[:, 1] += 2.0                               # a position the mask keeps
+    expect_varies(a, as_tensor(student.run(tgt_in, kept, src_mask, method="decode"), "the logits"),
+                  "the logits", "a memory position that is not masked changed")
     if not close(a, b, ctx.atol, ctx.rtol):
         raise Fail("changing masked memory positions changed the logits: decode must pass "
                    "memory_mask to every decoder layer")
@@ -263,6 +283,10 @@ def schedule_noam(ctx):
                 ratio = got / expected if expected else math.inf
                 phase = ("during warm-up" if step < warmup else "at the peak" if step == warmup
                          else "after warm-up")
+                if math.isclose(ratio, math.sqrt(d_model), rel_tol=1e-3):
+                    raise Fail("noam_rate({step}, {d}, {w}) is {got:.6g}, expected {expected:.6g}: "
+                               "the factor d_model^-0.5 is missing", step=step, d=d_model,
+                               w=warmup, got=got, expected=expected)
                 raise Fail("noam_rate({step}, {d}, {w}) is {got:.6g}, expected {expected:.6g} "
                            "({phase}; ratio {ratio:.3g})", step=step, d=d_model, w=warmup,
                            got=got, expected=expected, phase=phase, ratio=ratio)
@@ -290,6 +314,14 @@ def teacher_floor(ctx):
         got = _number(ctx.call("smoothing_floor", eps, vocab), "smoothing_floor")
         expected = ctx.ref["smoothing_floor"](eps, vocab)
         if not math.isclose(got, expected, rel_tol=1e-5, abs_tol=1e-9):
+            right, other = 1 - eps, eps / vocab
+            forgot = -(right * math.log(right) + (vocab - 1) * other * math.log(other)) if eps \
+                else 0.0
+            if math.isclose(got, forgot, rel_tol=1e-5):
+                raise Fail("smoothing_floor({eps}, {vocab}) is {got:.5f}, expected {expected:.5f}: "
+                           "the right token gets 1 - eps + eps / vocab_size (label smoothing "
+                           "spreads eps over every token, the right token included)", eps=eps,
+                           vocab=vocab, got=got, expected=expected)
             raise Fail("smoothing_floor({eps}, {vocab}) is {got:.5f}, expected {expected:.5f}: "
                        "the entropy of the smoothed target", eps=eps, vocab=vocab, got=got,
                        expected=expected)
@@ -344,7 +376,8 @@ def greedy_last_position(ctx):
 def greedy_encoder_once(ctx):
     ctx.seed(103)
     src = ctx.randint(0, 10, 3, 8)
-    counts, got, _ = _greedy(ctx, "mixed", src)
+    counts, got, expected = _greedy(ctx, "mixed", src)
+    _tokens(got, tuple(expected.shape), "greedy_decode on src [3, 8]")
     if counts["encode"] != 1:
         raise Fail("greedy_decode ran the encoder {n} times for one call: run model.encode once "
                    "and reuse the memory", n=counts["encode"])
@@ -395,6 +428,22 @@ def _trained_weights(ctx, state, model: torch.nn.Module) -> None:
     model.load_state_dict(weights, strict=True)
 
 
+def _expect_schedule_shape(ctx) -> None:
+    """The recipe uses noam_rate(s) / noam_rate(warmup), so only the shape of the student's
+    schedule reaches the training: a constant would train too, on another schedule. The points
+    are for training with eq. 3, so its shape is checked here (its values are schedule.noam's)."""
+    rate = ctx.ref["noam_rate"]
+    d_model, warmup = 32, 100
+    peak = _number(ctx.call("noam_rate", warmup, d_model, warmup), "noam_rate")
+    for step in (1, 50, 200, 900):
+        got = _number(ctx.call("noam_rate", step, d_model, warmup), "noam_rate")
+        if not peak or not math.isclose(got / peak, rate(step, d_model, warmup) /
+                                        rate(warmup, d_model, warmup), rel_tol=1e-4):
+            raise Fail("the model was not trained with eq. 3: noam_rate's shape (rising until the "
+                       "warm-up ends, then falling as 1/sqrt(step)) is not the paper's, and the "
+                       "recipe uses that shape (see schedule.noam)")
+
+
 @check(A, "trained.accuracy")
 def trained_accuracy(ctx):
     """Train in the student's process with the course's recipe; judge the weights here.
@@ -407,6 +456,7 @@ def trained_accuracy(ctx):
     training = ctx.course.training
     limit = ctx.course.limit("training_seconds")
     recipe = recipe_source(ctx.course, A)
+    _expect_schedule_shape(ctx)
     result = ctx.request("train", timeout=limit, recipe=recipe, entry="train_sorter",
                          kwargs={"seed": int(training["seed"]), "progress": False},
                          handle="trained")

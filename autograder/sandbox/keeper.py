@@ -7,7 +7,8 @@ and becomes the subreaper of everything that process starts, so that no double f
 
 - When the student's process ends, the keeper kills everything else it left (the cgroup's members
   and its own descendants), then exits as that process did (same status, same signal), so the
-  grader reads how the student's process ended from the keeper.
+  grader reads how the student's process ended from the keeper (and, in the cgroup it removes
+  afterwards, whether a limit ended it).
 - When the grader dies, even by SIGKILL, the kernel sends the keeper SIGTERM (PR_SET_PDEATHSIG):
   it kills everything and removes the sandbox's cgroup, so nothing outlives the grader.
 """
@@ -100,8 +101,9 @@ def _reap() -> None:
             return
 
 
-def end_everything(spec: dict) -> None:
-    """Kill the cgroup's members and every descendant until none is left; remove the cgroup."""
+def end_everything(spec: dict, remove_cgroup: bool) -> None:
+    """Kill the cgroup's members and every descendant until none is left; remove the cgroup when
+    the grader is gone (else the grader removes it, once it has read why the process ended)."""
     folders = spec["cgroup_folders"]
     for folder in folders:                       # cgroup v2 kills its whole subtree at once
         with contextlib.suppress(OSError):
@@ -116,7 +118,7 @@ def end_everything(spec: dict) -> None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.01)
-    for folder in folders:
+    for folder in folders if remove_cgroup else []:
         for _ in range(50):
             try:
                 os.rmdir(folder)
@@ -161,7 +163,7 @@ def main() -> None:
     except GraderGone:
         status = None
     signal.signal(signal.SIGTERM, signal.SIG_IGN)    # nothing stops the cleaning up
-    end_everything(spec)
+    end_everything(spec, remove_cgroup=status is None)
     if status is None:
         os._exit(1)
     exit_like(status)

@@ -431,31 +431,39 @@ class Sandbox:
         self.cgroup = Cgroup.create(self.config.limits)
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
-        passed, arguments_fd, python = (to_child_r, from_child_w), -1, Path(sys.executable)
-        if self.mode == "bwrap":
-            arguments, python = self._bwrap_arguments()
-            arguments_fd = _memory_file(b"".join(a.encode() + b"\0" for a in arguments))
-            passed += (arguments_fd,)
-        spec = {"command": self._command(to_child_r, from_child_w, arguments_fd, python),
-                "cwd": str(self.work), "rlimits": self._rlimits(), "grader": os.getpid(),
-                "user": self.drop_to if self.mode == "process" else None, "fds": passed,
-                "cgroup_procs": self.cgroup.procs_files if self.cgroup else [],
-                "cgroup_folders": [str(f) for f in self.cgroup.folders] if self.cgroup else []}
+        spec = self._keeper_spec(to_child_r, from_child_w)
         self.process = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(self.base / "keeper.py")], pass_fds=passed,
+            [sys.executable, "-I", "-S", str(self.base / "keeper.py")], pass_fds=spec["fds"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             cwd=self.base, env=self._environment(), start_new_session=True,
             preexec_fn=_die_with_grader)
-        for fd in passed:
+        for fd in spec["fds"]:
             os.close(fd)
-        self.process.stdin.write(json.dumps(spec).encode())
-        self.process.stdin.close()
+        try:
+            self.process.stdin.write(json.dumps(spec).encode())
+            self.process.stdin.close()
+        except BrokenPipeError:              # the keeper could not start: the session says so
+            pass
         self.fd_in, self.fd_out = to_child_w, from_child_r
         self._stop.clear()
         threading.Thread(target=self._drain, daemon=True).start()
         self._watchdog = threading.Thread(target=self._watch, daemon=True)
         self._watchdog.start()
         return to_child_w, from_child_r
+
+    def _keeper_spec(self, fd_in: int, fd_out: int) -> dict:
+        """What the keeper is told: the command, its folder, limits, user and cgroup, and the file
+        descriptors it hands on (the channel's ends; bwrap's options)."""
+        passed, arguments_fd, python = [fd_in, fd_out], -1, Path(sys.executable)
+        if self.mode == "bwrap":
+            arguments, python = self._bwrap_arguments()
+            arguments_fd = _memory_file(b"".join(a.encode() + b"\0" for a in arguments))
+            passed.append(arguments_fd)
+        return {"command": self._command(fd_in, fd_out, arguments_fd, python),
+                "cwd": str(self.work), "rlimits": self._rlimits(), "grader": os.getpid(),
+                "user": self.drop_to if self.mode == "process" else None, "fds": passed,
+                "cgroup_procs": self.cgroup.procs_files if self.cgroup else [],
+                "cgroup_folders": [str(f) for f in self.cgroup.folders] if self.cgroup else []}
 
     # -- watching -----------------------------------------------------------------------------
     def _drain(self):

@@ -198,6 +198,9 @@ class StudentSession:
         if over:                                  # not the error it caused
             self._sandbox.kill()
             raise self._over_limit(over)
+        if op != "quit" and not self._sandbox.alive():   # it answered, then ended (code that
+            self._sandbox.kill()                         # kills its keeper, say): this request
+            raise ProcessEnded(self._sandbox.exit_description())   # did it, not the next one
         if reply.get("id") != request_id:
             self._sandbox.kill()
             raise ProcessEnded("sent a reply out of turn")

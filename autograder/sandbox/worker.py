@@ -83,9 +83,10 @@ class Worker:
         kinds = {}
         for name in names:
             value = self.namespace.get(name)
+            kind = type(value)                   # type() asks no student code (__class__ may)
             kinds[name] = ("missing" if name not in self.namespace else
-                           "class" if isinstance(value, type) else
-                           "function" if callable(value) else "other")
+                           "class" if issubclass(kind, type) else
+                           "function" if hasattr(kind, "__call__") else "other")
         return kinds
 
     # -- calling student code on the grader's inputs ------------------------------------------
@@ -125,7 +126,7 @@ class Worker:
         return self._run(target, args, kwargs, seed, swap_globals, grad)
 
     def op_grad(self, handle: str, args=(), weights=None, method: str = "__call__"):
-        """Gradients of sum(output * weights) with respect to each named parameter."""
+        """Gradients of sum(output * weights) for each parameter, under every name it has."""
         module = self.handles[handle]
         module.train(False)
         module.zero_grad(set_to_none=True)
@@ -133,7 +134,8 @@ class Worker:
         with torch.enable_grad():
             out = target(*self._resolve(args))
             (out * weights).sum().backward()
-        return {name: p.grad for name, p in module.named_parameters() if p.grad is not None}
+        return {name: p.grad for name, p in _named_tensors(module, buffers=False)
+                if p.grad is not None}
 
     def op_swap(self, handle: str, path: str, probe: str):
         """Put the stand-in held as handle `probe` at attribute path `path` of module `handle`."""
