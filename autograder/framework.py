@@ -426,6 +426,8 @@ def run_test(function, context: Context, test_id: str, max_points: float) -> Tes
     except ProcessEnded as error:
         if error.memory:
             result.template = "used more memory than allowed ({description})"
+        elif error.limit:
+            result.template = "went over a limit of the sandbox: it {description}"
         else:
             result.template = "your code ended the grading process ({description})"
         result.params = {"description": error.description}

@@ -51,3 +51,13 @@ def test_course_yaml_errors_are_plain_words(course):
         parse_course({**course.raw, "assignments": [
             {"id": "x", "notebooks": ["x.ipynb"],
              "checks": {"g": {"tests": {"t": "many"}}}}]}, ROOT)
+
+
+def test_the_readmes_points_are_course_yamls(course):
+    """The table of assignments in README.md gives each assignment's points from course.yaml."""
+    import re
+
+    rows = re.findall(r"^\| `([\w-]+)` \|.*\| (\d+) \|$", (ROOT / "README.md").read_text(),
+                      re.MULTILINE)
+    assert {name: float(points) for name, points in rows} == {
+        a.id: a.points for a in course.assignments}

@@ -442,8 +442,14 @@ def test_the_twin_loses_points_for_each_bug(twin):
     assert {"sdpa.values", "mha.self", "masks.padding"} <= lost(twin)
 
 
-def test_cheats_earn_exactly_what_the_same_bugs_earn_without_them(main_batch, twin):
-    assert scores(main_batch.results("cheats")) == scores(twin)
+def no_more_than(cheat: dict, twin: dict) -> bool:
+    """Check by check, the cheat scores at most what its twin scores. (The cheats here walk the
+    process's objects with gc, which the course's rule flags against every stub: they earn less.)"""
+    return all(score <= twin[test] for test, score in cheat.items()) and cheat.keys() == twin.keys()
+
+
+def test_cheats_earn_no_more_than_the_same_bugs_earn_without_them(main_batch, twin):
+    assert no_more_than(scores(main_batch.results("cheats")), scores(twin))
 
 
 def test_monkeypatches_were_live_while_checked(main_batch):
@@ -639,7 +645,7 @@ def test_process_mode_crashes_and_leftovers(process_batch):
 
 def test_process_mode_cheats_earn_nothing(process_batch):
     results = process_batch.results("cheats")
-    assert scores(results) == scores(process_batch.results("twin"))
+    assert no_more_than(scores(results), scores(process_batch.results("twin")))
     assert "ended the grading process" not in results["output"]
     # The graders are never in the student's folder; whether student code can read them
     # elsewhere depends on its user, and running as root is announced.

@@ -367,7 +367,8 @@ session = StudentSession([Cell("1", {cell!r})], SandboxConfig(**{config!r}), [],
                          time.monotonic() + 120)
 session.start()
 cgroup = session._sandbox.cgroup
-print(json.dumps([str(f) for f in cgroup.folders] if cgroup else []), flush=True)
+folders = [str(f) for f in cgroup.folders] if cgroup else []
+print(json.dumps(folders + [str(session._sandbox.base)]), flush=True)
 time.sleep(120)
 """
 
@@ -387,7 +388,7 @@ def survivors() -> list[str]:
 @pytest.mark.parametrize("mode", MODES)
 def test_nothing_outlives_a_grader_killed_by_sigkill(mode, tmp_path):
     """Student daemons (double fork, new session, SIGTERM ignored) die with a grader killed by
-    SIGKILL, and the sandbox's cgroup is removed."""
+    SIGKILL, and the sandbox's cgroup and folder are removed."""
     script = GRADER.format(root=str(ROOT), cell=DAEMONS, config={**SMALL, **mode})
     sandboxes = tmp_path / "sandboxes"            # as the runner does: its grader leaves them
     sandboxes.mkdir(mode=0o711)
@@ -459,7 +460,8 @@ def fake_v2(tmp_path: Path, monkeypatch) -> Path:
         (folder / "cgroup.controllers").write_text(controllers)
         (folder / "cgroup.subtree_control").write_text(subtree)
         (folder / "cgroup.procs").write_text("")
-    monkeypatch.setattr(measure, "_own_folder", lambda controller: own if controller == "" else None)
+    monkeypatch.setattr(measure, "_own_folder",
+                        lambda controller: own if controller == "" else None)
     monkeypatch.setattr(measure, "_cgroup_mounts", lambda: {"": (root, "/")})
     return root
 
@@ -481,7 +483,7 @@ def test_cgroup_v2_limits_memory_swap_and_processes(tmp_path, monkeypatch):
     assert made.exceeded() == "processes"
 
 
-# -- the setup check (Gradescope's setup.sh runs it) ------------------------------------------------
+# -- the setup check (Gradescope's setup.sh runs it) ---------------------------------------------
 def test_the_setup_check_says_how_student_code_would_be_isolated(tmp_path):
     import yaml
 

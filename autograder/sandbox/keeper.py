@@ -10,13 +10,15 @@ and becomes the subreaper of everything that process starts, so that no double f
   grader reads how the student's process ended from the keeper (and, in the cgroup it removes
   afterwards, whether a limit ended it).
 - When the grader dies, even by SIGKILL, the kernel sends the keeper SIGTERM (PR_SET_PDEATHSIG):
-  it kills everything and removes the sandbox's cgroup, so nothing outlives the grader.
+  it kills everything and removes the sandbox's cgroup and folder, so nothing outlives the
+  grader.
 """
 import contextlib
 import ctypes
 import json
 import os
 import resource
+import shutil
 import signal
 import sys
 import time
@@ -164,7 +166,8 @@ def main() -> None:
         status = None
     signal.signal(signal.SIGTERM, signal.SIG_IGN)    # nothing stops the cleaning up
     end_everything(spec, remove_cgroup=status is None)
-    if status is None:
+    if status is None:                                # the grader cannot remove them any more
+        shutil.rmtree(spec["base"], ignore_errors=True)
         os._exit(1)
     exit_like(status)
 

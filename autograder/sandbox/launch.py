@@ -161,8 +161,8 @@ def _user_ids(name: str) -> tuple[int, int] | None:
 FIX_BWRAP = ("install bubblewrap (apt-get install bubblewrap) where unprivileged user namespaces "
              "are allowed")
 FIX_PYTHON = ("put the Python environment where {user!r} can read and run it (python3 -m venv "
-              "/opt/tfcourse, install the course there, chmod -R a+rX /opt/tfcourse, and grade with "
-              "/opt/tfcourse/bin/python)")
+              "/opt/tfcourse, install the course there, chmod -R a+rX /opt/tfcourse, and grade "
+              "with /opt/tfcourse/bin/python)")
 NOT_RUN = "student code was not run: "
 
 
@@ -235,7 +235,7 @@ def _plain_process(config: SandboxConfig, accepted: int) -> Isolation:
 
 # -- the watchdog's view of the processes -------------------------------------------------------
 def set_subreaper() -> None:
-    """Make orphans of our children (a student's daemon, say) become our children, so we find them."""
+    """Make orphans of our children (a student's daemon, say) become ours, so we find them."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except (OSError, AttributeError):
@@ -392,7 +392,8 @@ class Sandbox:
 
     def _environment(self) -> dict[str, str]:
         threads = str(self.config.threads)
-        python_bin = (INSIDE_PYTHON / "bin" if self.mode == "bwrap" and sys.prefix != sys.base_prefix
+        in_venv = sys.prefix != sys.base_prefix
+        python_bin = (INSIDE_PYTHON / "bin" if self.mode == "bwrap" and in_venv
                       else Path(sys.executable).parent)
         environment = {"PATH": f"{python_bin}:/usr/local/bin:/usr/bin:/bin",
                        "HOME": str(self.work_inside), "TMPDIR": str(self.work_inside / "tmp"),
@@ -460,7 +461,8 @@ class Sandbox:
             arguments_fd = _memory_file(b"".join(a.encode() + b"\0" for a in arguments))
             passed.append(arguments_fd)
         return {"command": self._command(fd_in, fd_out, arguments_fd, python),
-                "cwd": str(self.work), "rlimits": self._rlimits(), "grader": os.getpid(),
+                "cwd": str(self.work), "base": str(self.base), "rlimits": self._rlimits(),
+                "grader": os.getpid(),
                 "user": self.drop_to if self.mode == "process" else None, "fds": passed,
                 "cgroup_procs": self.cgroup.procs_files if self.cgroup else [],
                 "cgroup_folders": [str(f) for f in self.cgroup.folders] if self.cgroup else []}

@@ -6,10 +6,12 @@ cgroup v1: memory.limit_in_bytes, memory.memsw.limit_in_bytes, pids.max). Everyt
 starts stays in it, however it forks, and the kernel stops it at the limit. Where no cgroup can be
 made (an unprivileged user, a container), the watchdog counts what the processes really hold:
 their anonymous pages, and each shared-memory object (memfd, /dev/shm, SysV) they hold open or
-mapped, once. Disk is a size-limited tmpfs in bubblewrap; in a plain process, the watchdog adds up the work
-folder and what the sandbox user left in the machine's shared temporary folders.
+mapped, once. Disk is a size-limited tmpfs in bubblewrap; in a plain process, the watchdog adds up
+the work folder and what the sandbox user left in the machine's shared temporary folders. The
+address-space backstop comes from what this interpreter maps to import torch, measured once.
 
-This module reads /proc and /sys only; the sandbox (launch.py) decides what to do about it.
+This module makes and reads cgroups and reads /proc; the sandbox (launch.py) decides what to do
+about what it finds.
 """
 from __future__ import annotations
 
