@@ -31,6 +31,8 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
+import yaml
+
 from tfcourse.course import Course, CourseError, load_course
 
 from .report import Note, SubmissionReport
@@ -159,6 +161,20 @@ def _add(bundle: zipfile.ZipFile, name: str, data: bytes, executable: bool = Fal
     bundle.writestr(info, data)
 
 
+def bundled_course_yaml(data: bytes) -> bytes:
+    """course.yaml as the bundle carries it. A Gradescope container is made for one submission and
+    thrown away, and usually allows no user namespaces: there a plain process as `nobody` is the
+    sandbox, so the bundle accepts it (`sandbox.accept_weaker: process`) unless course.yaml says
+    otherwise. Everything else is as written."""
+    course = yaml.safe_load(data.decode("utf-8"))
+    sandbox = course.setdefault("sandbox", {})
+    if not sandbox.get("accept_weaker"):
+        sandbox["accept_weaker"] = "process"
+    header = ("# course.yaml as tfcourse gradescope bundles it: sandbox.accept_weaker is 'process',\n"
+              "# for Gradescope's containers (see docs/sandbox.md).\n")
+    return (header + yaml.safe_dump(course, sort_keys=False, allow_unicode=True)).encode("utf-8")
+
+
 def build_bundle(course: Course, assignment_id: str, out_path, lang: str | None = None) -> Path:
     """Write the Gradescope autograder zip for one assignment; returns its path."""
     course.assignment(assignment_id)                       # an unknown id fails here, clearly
@@ -180,7 +196,10 @@ def build_bundle(course: Course, assignment_id: str, out_path, lang: str | None 
             for name, text in scripts.items():
                 _add(bundle, name, text.encode(), executable=True)
             for name, path in bundle_files(course, assignment_id):
-                _add(bundle, name, path.read_bytes())
+                data = path.read_bytes()
+                if name == "course.yaml":
+                    data = bundled_course_yaml(data)
+                _add(bundle, name, data)
         os.chmod(temporary, 0o644)
         os.replace(temporary, out_path)
     finally:

@@ -581,6 +581,18 @@ def _write(course: Course, report: SubmissionReport, item: Found, folder: Path, 
             return None, "failed"
 
 
+def _say_isolation(course: Course) -> None:
+    """How student code will be isolated on this machine, on stderr, once for the batch, when it
+    is weaker than bubblewrap or refused (each result says it too, but a table of zeros alone
+    would not tell the instructor why)."""
+    from .sandbox.launch import SandboxConfig, choose_isolation
+
+    isolation = choose_isolation(SandboxConfig.from_course(course, {}, 1, []))
+    for line in (isolation.refusal, isolation.warning):
+        if line:
+            print(f"tfcourse grade: {line}", file=sys.stderr)
+
+
 def _warn(found: Survey) -> None:
     """What does not fit the rule, on stderr before grading starts (the table repeats it)."""
     for path, why in found.warnings + found.ignored:
@@ -600,6 +612,7 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
     private_folder(out)
     found = survey(course, paths, exclude=out)
     _warn(found)
+    _say_isolation(course)
     version = grader_version(course)
     options = json.dumps([assignment, sorted(skip), lang])
     threads = threads or student_threads(course)
