@@ -113,5 +113,21 @@ def grade(course):
     return run
 
 
+def survivors(marker: str) -> list[str]:
+    """Command lines of running processes (other than this one) that mention `marker`: what a
+    grading left behind, when every process a test starts carries the marker."""
+    import os
+
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            line = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError):
+            continue
+        if entry.isdigit() and marker in line and int(entry) != os.getpid():
+            found.append(f"{entry}: {line[:200]}")
+    return found
+
+
 def strip(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()

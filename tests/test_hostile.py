@@ -38,7 +38,7 @@ import nbformat
 import pytest
 import yaml
 
-from conftest import ROOT, lost, make_submission, replace_in, scores, solution_cells
+from conftest import ROOT, lost, make_submission, replace_in, scores, solution_cells, survivors
 
 from autograder.runner import grade_many
 from autograder.sandbox import launch
@@ -296,19 +296,6 @@ class Batch:
 def hashes(folder: Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def survivors(marker: str) -> list[str]:
-    """Command lines of running processes that mention `marker`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            line = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except (OSError, ValueError):
-            continue
-        if entry.isdigit() and marker in line and int(entry) != os.getpid():
-            found.append(f"{entry}: {line[:200]}")
-    return found
 
 
 def sandbox_folders() -> set[str]:

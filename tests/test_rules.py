@@ -250,8 +250,7 @@ CHEATS = {
         "import gc",
         sdpa('[f for f in gc.get_objects() if getattr(f, "__name__", "") == '
              '"scaled_dot_product_attention"][0](q, k, v)')], ALL,
-        ['the name "scaled_dot_product_attention" in a comparison', "gc.get_objects",
-         "walks every object of the process, the grader's harness included"]),
+        ['the name "scaled_dot_product_attention" in a comparison']),
     "code in a string": ([
         sdpa('q if open("m.py", "w").write("import torch.nn.functional as F\\n'
              'a = F.scaled_dot_product_attention") else q')], ALL,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, survivors
 
 from autograder.sandbox import binds, launch
 from autograder.sandbox import limits as measure
@@ -148,7 +148,7 @@ def test_too_many_processes_are_stopped_and_named(mode, counted_by):
     assert ending(session, "1") == "started more than 16 processes"
     assert ending(session, "2") == "started more than 16 processes"
     assert ending(session, "3") is None
-    assert survivors() == []
+    assert survivors(TOKEN) == []
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -373,18 +373,6 @@ time.sleep(120)
 """
 
 
-def survivors() -> list[str]:
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            line = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except (OSError, ValueError):
-            continue
-        if entry.isdigit() and TOKEN in line and int(entry) != os.getpid():
-            found.append(f"{entry}: {line[:120]}")
-    return found
-
-
 @pytest.mark.parametrize("mode", MODES)
 def test_nothing_outlives_a_grader_killed_by_sigkill(mode, tmp_path):
     """Student daemons (double fork, new session, SIGTERM ignored) die with a grader killed by
@@ -397,7 +385,7 @@ def test_nothing_outlives_a_grader_killed_by_sigkill(mode, tmp_path):
     try:
         folders = json.loads(grader.stdout.readline())
         started = time.monotonic()
-        while len(daemons := [line for line in survivors()
+        while len(daemons := [line for line in survivors(TOKEN)
                               if not line.startswith(f"{grader.pid}:")]) < 2 and \
                 time.monotonic() < started + 10:
             time.sleep(0.1)                  # the double fork's grandchild may not have exec'd
@@ -406,10 +394,10 @@ def test_nothing_outlives_a_grader_killed_by_sigkill(mode, tmp_path):
         grader.kill()
         grader.wait()
     deadline = time.monotonic() + 10
-    while (survivors() or any(Path(f).exists() for f in folders)) and \
+    while (survivors(TOKEN) or any(Path(f).exists() for f in folders)) and \
             time.monotonic() < deadline:
         time.sleep(0.1)
-    assert survivors() == []
+    assert survivors(TOKEN) == []
     assert [f for f in folders if Path(f).exists()] == []
 
 
