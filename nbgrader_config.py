@@ -19,7 +19,8 @@ from nbgrader.preprocessors import (  # noqa: E402
     ClearSolutions, ComputeChecksums, GetGrades, IgnorePattern, IncludeHeaderFooter,
     InstantiateTests, LimitOutput, LockCells, SaveAutoGrades, SaveCells)
 
-from autograder.nbgrader import ExecuteSolution, SafeCollect, SandboxedGrade  # noqa: E402
+from autograder.nbgrader import (  # noqa: E402
+    ExecuteSolution, SafeCollect, SandboxedGrade, SanitizeMarkdown)
 from tfcourse.build.language import SelectLanguage  # noqa: E402
 from tfcourse.course import load_course  # noqa: E402
 
@@ -40,16 +41,17 @@ c.GenerateSolution.preprocessors = [
 # nbgrader's Execute is replaced by SandboxedGrade: verdicts come from the sandboxed grader, and no
 # student cell runs in a kernel (Execute would run them outside the sandbox, as the instructor).
 c.Autograde.autograde_preprocessors = [
-    SandboxedGrade, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
-    AssignLatePenalties, CheckCellMetadata]
+    SandboxedGrade, SanitizeMarkdown, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+    SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
 # Collecting keeps a link a student left in the exchange as a link (nbgrader's own copy follows it,
 # as you), and SandboxedGrade refuses it.
 c.ExchangeFactory.collect = SafeCollect
 # nbgrader's feedback shows the autograded notebook, whose test cells hold the hidden tests again
 # (autograde restores them from the gradebook): clear them before the page is written.
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, SanitizeMarkdown,
+                                    CSSHTMLHeaderPreprocessor]
 # Pages nbgrader makes from students' notebooks (feedback, formgrader) show no raw HTML or script
-# a student wrote in a markdown cell.
+# a student wrote (SanitizeMarkdown above, for nbgrader's own templates; this, for nbconvert's).
 c.HTMLExporter.sanitize_html = True
 # The solutions' training demo takes up to a minute; give cells room.
 c.ExecuteSolution.timeout = 600

@@ -21,6 +21,7 @@ from tfcourse.course import load_course
 
 from .reference import helper_files
 from .report import Note, SubmissionReport
+from .results import finite
 from .sandbox.launch import Sandbox, SandboxConfig, set_subreaper
 from .submission import KIND_WORDS, find_notebooks, kind_inside, split_submission
 
@@ -108,7 +109,7 @@ def write_report(path: Path, data: dict) -> None:
     temporary = path.with_name(f".{path.name}.tmp")
     handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     with os.fdopen(handle, "w", encoding="utf-8") as stream:
-        stream.write(json.dumps(data, default=str))
+        stream.write(json.dumps(finite(data), default=str, allow_nan=False))
     os.replace(temporary, path)
 
 

@@ -70,7 +70,7 @@ def expect_kind(value, kind: str, what: str) -> torch.Tensor:
         raise Fail("{what} should be {kind}, not {dtype}", what=what, kind=words[kind],
                    dtype=str(tensor.dtype).replace("torch.", ""))
     if kind == "floating" and not bool(torch.isfinite(tensor).all()):
-        raise Fail("{what} contains NaN or infinity", what=what)
+        raise Fail("NaN or infinity in {what}", what=what)
     return tensor
 
 

@@ -36,7 +36,7 @@ import yaml
 from tfcourse.course import Course, CourseError, load_course
 
 from .report import Note, SubmissionReport
-from .results import gradescope_json, say, write_atomically
+from .results import gradescope_json, say, strict_json, write_atomically
 from .runner import grade_one
 
 ROOT_VARIABLE = "TFCOURSE_GRADESCOPE_ROOT"
@@ -256,7 +256,7 @@ def main(argv=None) -> int:
     options = parser.parse_args(argv)
     results = grade_gradescope(options.root, options.assignment, options.lang)
     write_atomically(options.root / "results" / "results.json",
-                     json.dumps(results, indent=1, ensure_ascii=False))
+                     strict_json(results))
     # For the instructor: Gradescope keeps run_autograder's output as a log students do not see.
     print(f"{options.assignment}: {results['score']:g} / {results.get('max_score', 0):g} "
           f"in {results.get('execution_time', 0)} s")

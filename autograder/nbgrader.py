@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -122,6 +123,20 @@ def _submitted_kind(resources, assignment_id: str, name: str) -> str | None:
         return None
     kind = kind_inside(submitted, (str(student), assignment_id, name))
     return None if kind == "missing" else kind
+
+
+class SanitizeMarkdown(NbGraderPreprocessor):
+    """Raw HTML in markdown cells shown as text: a student's `<img onerror=...>` or `<script>` must
+    not run in the instructor's browser when nbgrader's feedback or formgrader pages show the
+    notebook (nbgrader's own templates render markdown without sanitizing it)."""
+
+    TAG = re.compile(r"<(?=[A-Za-z/!?])")
+
+    def preprocess(self, nb, resources):
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                cell.source = self.TAG.sub("&lt;", cell.source)
+        return nb, resources
 
 
 class SafeCollect(ExchangeCollect):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import html
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -231,6 +232,23 @@ def private_folder(path: Path) -> None:
         os.chmod(folder, 0o700)                     # whatever the umask
 
 
+def finite(value):
+    """`value` with every float that is not finite (NaN, infinity: a diverging loss, say) made
+    None, in dicts and lists: JSON has no such numbers, and Gradescope's parser refuses them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(item) for item in value]
+    return value
+
+
+def strict_json(data) -> str:
+    """Valid JSON whatever numbers the report holds (see `finite`)."""
+    return json.dumps(finite(data), indent=1, ensure_ascii=False, allow_nan=False)
+
+
 def write_atomically(path: Path, text: str) -> None:
     """Write `text` (UTF-8; what cannot be encoded is replaced) to `path` all at once, readable by
     its owner only (0600), in a folder made 0700 if it is new."""
@@ -258,5 +276,5 @@ def write_results(course: Course, report: SubmissionReport, folder: Path, lang: 
         results["extra_data"]["fingerprint"] = fingerprint
     write_atomically(folder / "feedback.md", feedback_markdown(course, results, lang))
     write_atomically(folder / "feedback.html", feedback_html(course, results, lang))
-    write_atomically(folder / "results.json", json.dumps(results, indent=1, ensure_ascii=False))
+    write_atomically(folder / "results.json", strict_json(results))
     return results

@@ -461,7 +461,8 @@ def trained_accuracy(ctx):
                          kwargs={"seed": int(training["seed"]), "progress": False},
                          handle="trained")
     losses = result.get("losses") if isinstance(result, dict) else None
-    if isinstance(losses, list) and losses and isinstance(losses[-1], (int, float)):
+    if isinstance(losses, list) and losses and isinstance(losses[-1], (int, float)) and \
+            math.isfinite(losses[-1]):
         ctx.extra["final_loss"] = round(float(losses[-1]), 4)
     if isinstance(result, dict) and isinstance(result.get("seconds"), (int, float)):
         ctx.extra["training_seconds"] = round(float(result["seconds"]), 2)

@@ -258,7 +258,8 @@ class Worker:
         relatives = {       # == autograder/rules.py RELATIVES (tests/test_rules.py compares them)
             "scaled_dot_product_attention": r"scaled_dot|sdpa|(?:^|_)sdp(?:_|$)|flash_attention|"
                                             r"efficient_attention|cudnn_attention|fused_attention|"
-                                            r"flex_attention",
+                                            r"flex_attention|CausalBias|causal_lower_right|"
+                                            r"causal_upper_left",
             "multi_head_attention_forward": r"multi_head_attention",
             "MultiheadAttention": r"MultiheadAttention",
             "TransformerEncoderLayer": r"TransformerEncoderLayer|transformer_encoder_layer",
@@ -277,10 +278,15 @@ class Worker:
         inside_torch = os.path.dirname(torch.__file__) + os.sep
 
         def from_torch() -> bool:
-            """Whether the wrapper was called by torch's own code (registering or looking up its
-            operators, say), not by the student's: only the caller's file is looked at."""
-            caller = sys._getframe(2).f_code.co_filename
-            return caller.startswith(inside_torch)
+            """Whether the call comes from torch's own work (registering or looking up its
+            operators, say) rather than from the student's code: the first frame outside torch,
+            going up from the caller, is not a student's cell (it is the import machinery, say).
+            A student's call through torch (CausalBias, a functional wrapper) still counts."""
+            frame = sys._getframe(2)
+            while frame is not None and frame.f_code.co_filename.startswith(inside_torch):
+                frame = frame.f_back
+            where = frame.f_code.co_filename if frame is not None else ""
+            return not (where.startswith("<") and not where.startswith("<frozen"))
 
         def reporting(function, reported: str):
             def wrapped(*args, **kwargs):
@@ -342,6 +348,11 @@ class Worker:
                       "torch._C._nn": torch._C._nn, "torch._VF": torch._VF, "torch.nn": torch.nn,
                       "torch.nn.modules.activation": torch.nn.modules.activation,
                       "torch.nn.modules.transformer": torch.nn.modules.transformer}
+        try:                                 # attention biases that call the fused kernels
+            import torch.nn.attention.bias as biases
+            namespaces["torch.nn.attention.bias"] = biases
+        except ImportError:
+            pass
         for prefix, namespace in namespaces.items():
             names = set(dir(namespace))
             if prefix == "torch._VF":                # a module that forwards to this class
