@@ -6,24 +6,20 @@ autograding scores test cells with tfcourse's sandboxed grader instead of runnin
 student's kernel. `tfcourse build` and `tfcourse grade` use the same steps.
 """
 import os
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-
-from nbconvert.preprocessors import (  # noqa: E402
+from nbconvert.preprocessors import (
     ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor)
-from nbgrader.preprocessors import (  # noqa: E402
+from nbgrader.preprocessors import (
     AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearMarkScheme, ClearOutput,
     ClearSolutions, ComputeChecksums, GetGrades, IgnorePattern, IncludeHeaderFooter,
     InstantiateTests, LimitOutput, LockCells, SaveAutoGrades, SaveCells)
 
-from autograder.nbgrader import (  # noqa: E402
+from tfcourse.adapters.nbgrader import (
     ExecuteSolution, SafeCollect, SandboxedGrade, SanitizeMarkdown)
-from tfcourse.build.language import SelectLanguage  # noqa: E402
-from tfcourse.course import load_course  # noqa: E402
+from tfcourse.build.language import SelectLanguage
+from tfcourse.course import load_course
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 c = get_config()  # noqa: F821 (nbgrader provides it)
 
 c.CourseDirectory.root = HERE

@@ -24,10 +24,9 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from autograder.gradescope import build_bundle  # noqa: E402
-from tfcourse.course import load_course  # noqa: E402
+from tfcourse.adapters.gradescope import build_bundle
+from tfcourse.course import load_course
 
 
 def main() -> int:

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from autograder.sandbox.launch import descendants  # noqa: E402
+from tfcourse.sandbox.launch import descendants
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

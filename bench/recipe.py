@@ -36,8 +36,7 @@ def train_and_score(seed: int, changes: dict, sequences: int, length: int) -> di
     import torch
 
     torch.set_num_threads(1)
-    sys.path.insert(0, str(ROOT))
-    from autograder.reference import recipe_source, reference
+    from tfcourse.grading.reference import recipe_source, reference
     from tfcourse.course import load_course
 
     course = load_course(ROOT)

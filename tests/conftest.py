@@ -6,18 +6,15 @@ filled in: by default with the course's solution, or with the code a test gives 
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from tfcourse import notebook
+from tfcourse.course import load_course
 
-from tfcourse import notebook  # noqa: E402
-from tfcourse.course import load_course  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 NOTEBOOK_OF = {"01-attention": "attention.ipynb", "02-layers": "layers.ipynb",
                "03-sorting": "sorting.ipynb"}
@@ -87,7 +84,7 @@ def grade_batches(course, items, root: Path, build) -> dict[str, tuple[dict, set
     Those that do not train are graded without it. item name -> (results, the checks skipped)."""
     import json
 
-    from autograder.runner import grade_many
+    from tfcourse.grading.runner import grade_many
 
     out = {}
     for train in (False, True):
@@ -104,7 +101,7 @@ def grade_batches(course, items, root: Path, build) -> dict[str, tuple[dict, set
 @pytest.fixture(scope="session")
 def grade(course):
     """grade(path, assignment=None, skip=()) -> Gradescope-style results of one submission."""
-    from autograder.runner import grade_one
+    from tfcourse.grading.runner import grade_one
 
     def run(path: Path, assignment: str | None = None, skip=(), lang: str | None = None):
         _, results = grade_one(course, Path(path), assignment=assignment, skip=list(skip),

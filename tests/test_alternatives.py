@@ -46,6 +46,7 @@ def test_ports_of_public_code_in_every_assignment():
     assert any(alt.train and alt.assignment == "03-sorting" for alt in PORTS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("alternative", ALTERNATIVES, ids=[alt.name for alt in ALTERNATIVES])
 def test_alternative_gets_full_marks(graded, alternative):
     results, skipped = graded[alternative.name]

@@ -22,6 +22,9 @@ import pytest
 
 from conftest import ROOT
 
+# End to end: drives JupyterLab in a browser.
+pytestmark = pytest.mark.slow
+
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",

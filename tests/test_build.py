@@ -16,6 +16,7 @@ from conftest import NOTEBOOK_OF, ROOT
 BIN = os.path.dirname(sys.executable)
 
 
+@pytest.mark.slow
 def test_everything_built_is_up_to_date(course):
     assert check(course) == []
 
@@ -61,6 +62,7 @@ def test_release_is_in_the_course_language_only(course, assignment):
     assert language_cells and f'use_language("{course.language}")' in language_cells[0].source
 
 
+@pytest.mark.slow
 def test_nbgrader_generate_assignment_reproduces_the_release(tmp_path):
     """An instructor running nbgrader by hand in the course folder gets the committed release."""
     env = {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"]}
@@ -72,6 +74,7 @@ def test_nbgrader_generate_assignment_reproduces_the_release(tmp_path):
     assert _compare_trees(tmp_path / "release", ROOT / "release", "release") == []
 
 
+@pytest.mark.slow
 def test_check_notices_a_stale_release(course, tmp_path):
     copy = tmp_path / "course"
     shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".venv", ".git", "graded",

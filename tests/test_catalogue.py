@@ -100,6 +100,7 @@ def test_catalogue_edits_apply():
 
 
 # -- each bug, graded ----------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("bug", BUGS, ids=[bug.name for bug in BUGS])
 def test_bug_loses_its_checks(graded, bug):
     lost, messages = graded[bug.name]
@@ -111,6 +112,7 @@ def test_bug_loses_its_checks(graded, bug):
                                     + json.dumps(messages, indent=1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bug", BUGS, ids=[bug.name for bug in BUGS])
 def test_bug_message_names_its_cause(graded, bug):
     _, messages = graded[bug.name]
@@ -121,6 +123,7 @@ def test_bug_message_names_its_cause(graded, bug):
         wrong, indent=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bug", BUGS, ids=[bug.name for bug in BUGS])
 def test_bug_stays_in_its_part(graded, bug):
     lost, messages = graded[bug.name]
@@ -130,6 +133,7 @@ def test_bug_stays_in_its_part(graded, bug):
                              {test: messages[test] for test in sorted(outside)}, indent=1))
 
 
+@pytest.mark.slow
 def test_kill_rate_and_precision(graded):
     """Every bug loses points (kill rate), only in its own part (precision), and each message the
     catalogue asks about names its cause."""

@@ -8,6 +8,9 @@ import pytest
 
 from conftest import ROOT, lost, make_submission, replace_in, solution_cells
 
+# End to end: every test reads a submission graded through the sandbox.
+pytestmark = pytest.mark.slow
+
 VOID = {"meta", "br", "hr", "img", "input", "link", "col", "wbr"}
 HOSTILE = "<script>alert('feedback')</script>"
 
@@ -44,7 +47,7 @@ class Page(HTMLParser):
 def graded(course, tmp_path_factory):
     """One partly right submission, graded by grade_many as `tfcourse grade` does: no scaling in
     the attention scores, and a causal_mask whose error message is HTML."""
-    from autograder.runner import grade_many
+    from tfcourse.grading.runner import grade_many
 
     tmp = tmp_path_factory.mktemp("feedback")
     solution = solution_cells("01-attention")
@@ -65,7 +68,7 @@ def graded(course, tmp_path_factory):
 def hidden_code():
     """Lines of the hidden checks (code, not message text) and of the solution, none of which may
     reach a student."""
-    source = (ROOT / "autograder" / "checks" / "attention.py").read_text()
+    source = (ROOT / "autograder" / "test_attention.py").read_text()
     lines = [line.strip() for line in source.splitlines()]
     code = [line for line in lines if len(line) >= 25 and '"' not in line and "'" not in line]
     solution = [line.strip() for cell in solution_cells("01-attention").values()

@@ -5,6 +5,9 @@ import pytest
 
 from conftest import ROOT, lost
 
+# End to end: grades submissions through the sandbox (grade_one).
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize("assignment", ["01-attention", "02-layers", "03-sorting"])
 def test_solutions_get_full_marks(grade, assignment):

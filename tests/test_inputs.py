@@ -28,12 +28,12 @@ import pytest
 
 from conftest import ROOT, make_submission
 
-from autograder import runner
-from autograder.report import Note, SubmissionReport
-from autograder.results import write_atomically, write_results
-from autograder.runner import fingerprint, grade_many, survey, table
-from autograder.sandbox import channel
-from autograder.submission import (build_program, find_notebooks, load_program, parse_notebook,
+from tfcourse.grading import runner
+from tfcourse.grading.report import Note, SubmissionReport
+from tfcourse.grading.results import write_atomically, write_results
+from tfcourse.grading.runner import fingerprint, grade_many, survey, table
+from tfcourse.sandbox import channel
+from tfcourse.grading.submission import (build_program, find_notebooks, load_program, parse_notebook,
                                    read_notebook)
 from tfcourse import notebook
 
@@ -96,7 +96,7 @@ def bounded(function, *args, seconds: float = 20):
 def notes_of(course, submission: Path, within: Path | None = None) -> tuple[bool, list[str]]:
     """(readable, notes in English) of the course notebook of a submission, read as the grader
     reads it (by `find_notebooks` and `load_program`)."""
-    from autograder.results import say
+    from tfcourse.grading.results import say
 
     _, notebooks = find_notebooks(course, submission, A, within)
     program = load_program(SOURCE, notebooks[NOTEBOOK], course.limit("notebook_mb"))
@@ -179,7 +179,7 @@ def test_a_folder_swapped_for_a_link_after_it_was_listed_is_not_followed(course,
 
 
 def test_a_submission_that_is_a_link_is_refused_with_every_check(course, tmp_path, untouched):
-    from autograder.__main__ import refused_root
+    from tfcourse.grading.__main__ import refused_root
 
     (tmp_path / "class").mkdir()
     (tmp_path / "class" / "carol").symlink_to(SOLUTION.parent)
@@ -359,8 +359,8 @@ def test_a_grader_that_fails_on_deep_code_still_lists_every_check(tmp_path, monk
     writes has the assignment, so every check (and the assignment's maximum)."""
     import argparse
 
-    import autograder.__main__ as grader
-    import autograder.grade
+    import tfcourse.grading.__main__ as grader
+    import tfcourse.grading.grade
 
     class NoSandbox:
         def __init__(self, config):
@@ -377,7 +377,7 @@ def test_a_grader_that_fails_on_deep_code_still_lists_every_check(tmp_path, monk
         ast.parse(NESTED)
 
     monkeypatch.setattr(grader, "Sandbox", NoSandbox)
-    monkeypatch.setattr(autograder.grade, "grade_submission", parse)
+    monkeypatch.setattr(tfcourse.grading.grade, "grade_submission", parse)
     options = argparse.Namespace(submission=student(tmp_path / "alice"), course=ROOT,
                                  out=tmp_path / "report.json", within=None, assignment=None,
                                  threads=1, skip=[], hide=[])
@@ -389,6 +389,7 @@ def test_a_grader_that_fails_on_deep_code_still_lists_every_check(tmp_path, monk
     assert stat.S_IMODE(options.out.stat().st_mode) == 0o600
 
 
+@pytest.mark.slow
 def test_a_nested_expression_still_gets_a_result_with_every_check(course, tmp_path, untouched):
     folder = make_submission(tmp_path / "submitted" / "deep", A,
                              answers={"masks-code": NESTED + "def causal_mask(T):\n    pass\n"})
@@ -402,6 +403,7 @@ def test_a_nested_expression_still_gets_a_result_with_every_check(course, tmp_pa
 
 
 # -- 1 and 2 together: a class with hostile neighbours --------------------------------------------
+@pytest.mark.slow
 def test_a_class_with_hostile_entries_grades_every_student(course, tmp_path, untouched):
     class_folder = tmp_path / "class"
     make_submission(class_folder / "alice", A)
@@ -607,17 +609,18 @@ def hanging_runner(tmp_path: Path) -> tuple[subprocess.Popen, Path, Path]:
     if not wait_for(lambda: processes(TOKEN), 120):
         runner_process.kill()
         pytest.fail(f"the hanging cell never ran: {runner_process.communicate()}")
-    assert processes("-m autograder", str(submission))     # its grader runs
+    assert processes("-m tfcourse.grading", str(submission))     # its grader runs
     return runner_process, submission, temporary
 
 
 def _cleanup(submission: Path) -> None:
     """Kill what the test started, should the runner have left anything."""
-    for line in processes(TOKEN) + processes("-m autograder", str(submission)):
+    for line in processes(TOKEN) + processes("-m tfcourse.grading", str(submission)):
         with contextlib.suppress(OSError):
             os.kill(int(line.split(":")[0]), signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_stopping_the_runner_ends_its_graders_and_their_folders(tmp_path, untouched):
     runner_process, submission, temporary = hanging_runner(tmp_path)
     try:
@@ -625,7 +628,7 @@ def test_stopping_the_runner_ends_its_graders_and_their_folders(tmp_path, untouc
         _, stderr = runner_process.communicate(timeout=60)
         assert runner_process.returncode == 128 + signal.SIGTERM, stderr
         assert "tfcourse grade: stopped by SIGTERM; every grader was ended" in stderr
-        left = gone_within(lambda: processes(TOKEN) + processes("-m autograder",
+        left = gone_within(lambda: processes(TOKEN) + processes("-m tfcourse.grading",
                                                                  str(submission)), 15)
         assert not left, ancestry(left)
         assert list(temporary.iterdir()) == []
@@ -634,12 +637,13 @@ def test_stopping_the_runner_ends_its_graders_and_their_folders(tmp_path, untouc
         _cleanup(submission)
 
 
+@pytest.mark.slow
 def test_a_runner_killed_outright_takes_its_graders_with_it(tmp_path, untouched):
     runner_process, submission, _ = hanging_runner(tmp_path)
     try:
         runner_process.kill()
         runner_process.communicate(timeout=60)
-        left = gone_within(lambda: processes(TOKEN) + processes("-m autograder",
+        left = gone_within(lambda: processes(TOKEN) + processes("-m tfcourse.grading",
                                                                  str(submission)), 15)
         assert not left, ancestry(left)
     finally:

@@ -19,12 +19,18 @@ import sys
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from conftest import ROOT, replace_in, solution_cells, survivors
+import tfcourse
 from tfcourse import notebook
+
+# End to end: runs nbgrader's whole lifecycle.
+pytestmark = pytest.mark.slow
 
 A, STUDENT = "01-attention", "alice"
 MARKER = "tflifecycle-eve-was-here"
+ENGINE = Path(tfcourse.__file__).parent           # the engine that grades: installed code
 
 
 def eve_cell(course: Path) -> str:
@@ -33,17 +39,22 @@ def eve_cell(course: Path) -> str:
     return f"""
 import glob, os, subprocess, sys
 COURSE = {str(course)!r}
+ENGINE = {str(ENGINE)!r}
+# A conftest.py beside the graders, or a line in the installed engine, would be loaded by the
+# trusted grader's pytest: every check passed.
 FULL_MARKS = (
-    "\\n_run_test = run_test\\n\\n"
-    "def run_test(function, context, test_id, max_points):  # {MARKER}\\n"
-    "    result = _run_test(function, context, test_id, max_points)\\n"
-    "    result.points = max_points\\n"
-    "    return result\\n")
-try:
-    with open(os.path.join(COURSE, "autograder", "framework.py"), "a") as handle:
-        handle.write(FULL_MARKS)
-except OSError:
-    pass
+    "\\nimport pytest  # {MARKER}\\n"
+    "@pytest.hookimpl(hookwrapper=True)\\n"
+    "def pytest_runtest_makereport(item, call):\\n"
+    "    outcome = yield\\n"
+    "    outcome.get_result().outcome = 'passed'\\n")
+for target in (os.path.join(COURSE, "autograder", "conftest.py"),
+               os.path.join(ENGINE, "grading", "plugin.py")):
+    try:
+        with open(target, "a") as handle:
+            handle.write(FULL_MARKS)
+    except OSError:
+        pass
 found = []
 for path in glob.glob(os.path.join(COURSE, "autograder", "**", "*.py"), recursive=True) + [
         os.path.join(COURSE, name) for name in ("course.yaml", "nbgrader_config.py",
@@ -65,10 +76,11 @@ print("{MARKER} wrote", found)
 
 
 def tree_hashes(course: Path) -> dict[str, str]:
-    """What grading must not change: the graders, the course, the sources, the configuration."""
+    """What grading must not change: the graders, the course, the sources, the configuration, and
+    the installed engine that grades."""
     files = [*sorted((course / "autograder").rglob("*.py")), *sorted((course / "source").rglob("*")),
-             course / "course.yaml", course / "nbgrader_config.py"]
-    return {str(path.relative_to(course)): hashlib.sha256(path.read_bytes()).hexdigest()
+             course / "course.yaml", course / "nbgrader_config.py", *sorted(ENGINE.rglob("*.py"))]
+    return {str(path): hashlib.sha256(path.read_bytes()).hexdigest()
             for path in files if path.is_file()}
 
 

@@ -1,5 +1,5 @@
-"""The course's rule against torch's ready-made attention (autograder/rules.py) and the sandbox's
-tripwire (autograder/sandbox/worker.py `_tripwire`).
+"""The course's rule against torch's ready-made attention (tfcourse/grading/rules.py) and the sandbox's
+tripwire (tfcourse/sandbox/worker.py `_tripwire`).
 
 - A fast layer, no grading: a few lines of student code -> which stubs break the rule, and what the
   message says. Each way of reaching torch's attention (directly, through a helper, an alias, a
@@ -26,7 +26,7 @@ import pytest
 
 from conftest import ROOT, make_submission, replace_in, scores, solution_cells
 
-from autograder import rules
+from tfcourse.grading import rules
 
 A = "01-attention"
 STUBS = ["scaled_dot_product_attention", "MultiHeadAttention", "causal_mask", "padding_mask"]
@@ -634,13 +634,14 @@ HONEST_CALL = "torch.softmax(q @ q.transpose(-1, -2), -1) @ q"
 def tripwire(forbidden):
     calls = {name: expression for name, (expression, _) in ENTRY_POINTS.items()}
     calls["honest"] = HONEST_CALL
-    run = subprocess.run([sys.executable, "-c", TRIPWIRE, str(ROOT / "autograder" / "sandbox"),
+    run = subprocess.run([sys.executable, "-c", TRIPWIRE, str(ROOT / "tfcourse" / "sandbox"),
                           json.dumps(forbidden), json.dumps(calls)],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", list(ENTRY_POINTS))
 def test_the_tripwire_reports_every_entry_point_on_every_request(tripwire, entry):
     replies = tripwire["calls"][entry]
@@ -649,6 +650,7 @@ def test_the_tripwire_reports_every_entry_point_on_every_request(tripwire, entry
         assert set(ENTRY_POINTS[entry][1]) <= set(reply["tripwires"]), reply["tripwires"]
 
 
+@pytest.mark.slow
 def test_the_tripwire_ignores_loading_and_honest_code_and_hands_out_no_original(tripwire):
     assert [reply["tripwires"] for reply in tripwire["calls"]["honest"]] == [[], [], []]
     assert tripwire["init"] == [] and tripwire["setup"] == []
@@ -657,7 +659,7 @@ def test_the_tripwire_ignores_loading_and_honest_code_and_hands_out_no_original(
 
 
 def test_the_worker_and_the_rule_know_the_same_relatives():
-    source = (ROOT / "autograder" / "sandbox" / "worker.py").read_text()
+    source = (ROOT / "tfcourse" / "sandbox" / "worker.py").read_text()
     table = re.search(r"relatives = \{.*?\n        \}", source, re.S).group(0)
     assert eval(table.split("=", 1)[1]) == rules.RELATIVES
 
@@ -737,7 +739,7 @@ def _build(folder, answers, added):
 @pytest.fixture(scope="module")
 def graded(course, tmp_path_factory):
     """Each cheat and its twin, graded as a class is: submission name -> results."""
-    from autograder.runner import grade_many
+    from tfcourse.grading.runner import grade_many
 
     base = tmp_path_factory.mktemp("rules")
     folders = []
@@ -751,6 +753,7 @@ def graded(course, tmp_path_factory):
             for folder in folders}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(SUBMISSIONS))
 def test_each_cheat_earns_what_its_twin_earns(graded, name):
     cheat, twin = graded[name], graded[f"{name}-twin"]

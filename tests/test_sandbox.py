@@ -21,12 +21,12 @@ import pytest
 
 from conftest import ROOT, survivors
 
-from autograder.sandbox import binds, launch
-from autograder.sandbox import limits as measure
-from autograder.sandbox.launch import Sandbox, SandboxConfig, bwrap_works, choose_isolation
-from autograder.sandbox.limits import Cgroup, Limits
-from autograder.sandbox.session import ProcessEnded, StudentSession
-from autograder.submission import Cell
+from tfcourse.sandbox import binds, launch
+from tfcourse.sandbox import limits as measure
+from tfcourse.sandbox.launch import Sandbox, SandboxConfig, bwrap_works, choose_isolation
+from tfcourse.sandbox.limits import Cgroup, Limits
+from tfcourse.sandbox.session import ProcessEnded, StudentSession
+from tfcourse.grading.submission import Cell
 
 TOKEN = f"tfsandbox{uuid.uuid4().hex[:10]}"
 SMALL = {"memory_mb": 512, "disk_mb": 64, "processes": 16}
@@ -107,6 +107,7 @@ HOLD_MAPPED = code("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_memory_held_in_memfds_counts(mode, counted_by):
     session = run_cells(HOLD_MEMFD, "x = 1", **mode)
@@ -114,6 +115,7 @@ def test_memory_held_in_memfds_counts(mode, counted_by):
     assert ending(session, "2") is None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not ROOT_ONLY, reason="only root may read the size of a mapped memfd")
 def test_memory_mapped_from_a_closed_memfd_counts(counted_by):
     session = run_cells(HOLD_MAPPED, **PROCESS)
@@ -142,6 +144,7 @@ FORK_BOMB = code("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_too_many_processes_are_stopped_and_named(mode, counted_by):
     session = run_cells(MANY_PROCESSES, MANY_THREADS, "x = 1", **mode)
@@ -151,6 +154,7 @@ def test_too_many_processes_are_stopped_and_named(mode, counted_by):
     assert survivors(TOKEN) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_a_fork_bomb_is_held_by_the_pids_cgroup(mode):
     if not machine_has_cgroups():
@@ -177,6 +181,7 @@ FILL_TMP = code("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_writing_more_than_the_disk_limit_is_stopped_and_named(mode, counted_by):
     session = run_cells(FILL_DISK, FILL_TMP, "x = 1", **mode)
@@ -185,6 +190,7 @@ def test_writing_more_than_the_disk_limit_is_stopped_and_named(mode, counted_by)
     assert ending(session, "3") is None
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_the_rest_of_the_sandbox_is_read_only():
     session = run_cells(code("""
@@ -226,6 +232,7 @@ SNOOP = code("""
 """)
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_student_code_sees_only_what_is_bound(tmp_path):
     """A classmate's folder beside hers, the course, an earlier results folder, /root and the
@@ -358,10 +365,10 @@ DAEMONS = code("""
 GRADER = """
 import json, sys, time
 sys.path.insert(0, {root!r})
-from autograder.sandbox.launch import set_subreaper
-from autograder.sandbox.session import StudentSession
-from autograder.sandbox.launch import SandboxConfig
-from autograder.submission import Cell
+from tfcourse.sandbox.launch import set_subreaper
+from tfcourse.sandbox.session import StudentSession
+from tfcourse.sandbox.launch import SandboxConfig
+from tfcourse.grading.submission import Cell
 set_subreaper()
 session = StudentSession([Cell("1", {cell!r})], SandboxConfig(**{config!r}), [], 20,
                          time.monotonic() + 120)
@@ -373,6 +380,7 @@ time.sleep(120)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_nothing_outlives_a_grader_killed_by_sigkill(mode, tmp_path):
     """Student daemons (double fork, new session, SIGTERM ignored) die with a grader killed by
@@ -401,6 +409,7 @@ def test_nothing_outlives_a_grader_killed_by_sigkill(mode, tmp_path):
     assert [f for f in folders if Path(f).exists()] == []
 
 
+@pytest.mark.slow
 def test_the_cgroup_stays_until_the_grader_has_read_why_the_process_ended():
     """The keeper kills what the student's process left when it ends, but leaves its cgroup:
     the grader reads there whether a limit ended it, then removes it."""
@@ -429,6 +438,7 @@ def test_the_address_space_backstop_comes_from_the_measured_footprint(monkeypatc
     assert space == (3_000_000 << 10) + ((2 * 768 + 1024) << 20)
 
 
+@pytest.mark.slow
 def test_the_footprint_is_measured_once_and_cached(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     first = measure.interpreter_footprint_kb()
@@ -472,17 +482,18 @@ def test_cgroup_v2_limits_memory_swap_and_processes(tmp_path, monkeypatch):
 
 
 # -- the setup check (Gradescope's setup.sh runs it) ---------------------------------------------
+@pytest.mark.slow
 def test_the_setup_check_says_how_student_code_would_be_isolated(tmp_path):
     import yaml
 
-    from autograder.gradescope import SETUP
+    from tfcourse.adapters.gradescope import SETUP
 
-    assert "python -m autograder.sandbox.launch ." in SETUP.splitlines()[-1]
+    assert "python -m tfcourse.sandbox.launch ." in SETUP.splitlines()[-1]
     assert "chmod -R a+rX /opt/tfcourse" in SETUP
     data = yaml.safe_load((ROOT / "course.yaml").read_text())
     data["sandbox"].update(isolation="process", accept_weaker=False)
     (tmp_path / "course.yaml").write_text(yaml.safe_dump(data))
-    check = [sys.executable, "-m", "autograder.sandbox.launch", str(tmp_path)]
+    check = [sys.executable, "-m", "tfcourse.sandbox.launch", str(tmp_path)]
     refused = subprocess.run(check, capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert refused.returncode == 1
     assert refused.stdout.startswith("REFUSED: student code was not run: course.yaml asks for "

@@ -4,7 +4,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import ROOT, make_submission
+
+# End to end: runs `tfcourse check` on whole notebooks.
+pytestmark = pytest.mark.slow
 
 TFCOURSE = Path(sys.executable).with_name("tfcourse")
 GROUPS = ["sdpa", "mha", "masks"]          # 01-attention's test cells, in notebook order

@@ -16,8 +16,11 @@ import pytest
 
 from conftest import NOTEBOOK_OF, ROOT, make_submission, replace_in, solution_cells
 
-from autograder.runner import grade_many
+from tfcourse.grading.runner import grade_many
 from tfcourse import notebook
+
+# End to end: grades cheats and their twins through the sandbox.
+pytestmark = pytest.mark.slow
 
 SOLUTION = {a: solution_cells(a) for a in ("01-attention", "02-layers", "03-sorting")}
 

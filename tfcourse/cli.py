@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 from pathlib import Path
@@ -20,15 +19,13 @@ def _course(options):
     return load_course(options.course or find_course_root())
 
 
-def _import_autograder(course):
-    """The hidden graders live in the course folder, not in the installed package."""
+def _graded_course(options):
+    """The course, for a command that grades: its hidden graders are in its autograder/ folder."""
+    course = _course(options)
     if not (course.root / "autograder").is_dir():
         raise CourseError(f"{course.root} has no autograder/ folder: grading needs the "
                           f"instructor's course folder")
-    if str(course.root) not in sys.path:
-        sys.path.insert(0, str(course.root))
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        [str(course.root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return course
 
 
 def cmd_build(options) -> int:
@@ -52,9 +49,8 @@ def cmd_build(options) -> int:
 
 
 def cmd_grade(options) -> int:
-    course = _course(options)
-    _import_autograder(course)
-    from autograder.runner import Interrupted, available_cores, grade_many, table
+    course = _graded_course(options)
+    from .grading.runner import Interrupted, available_cores, grade_many, table
 
     jobs = options.jobs or available_cores()
     lang = options.lang or course.language
@@ -79,9 +75,8 @@ def cmd_check(options) -> int:
 
 
 def cmd_gradescope(options) -> int:
-    course = _course(options)
-    _import_autograder(course)
-    from autograder.gradescope import build_bundle
+    course = _graded_course(options)
+    from .adapters.gradescope import build_bundle
 
     path = build_bundle(course, options.assignment, options.out, lang=options.lang)
     print(f"wrote {path}")

@@ -1,12 +1,25 @@
 """The course as `course.yaml` describes it: assignments, their checks and points, limits.
 
 Everything else reads the course through `load_course`; nothing here is repeated elsewhere.
+
+course.yaml is read once, into frozen objects, and checked while it is read: a key this module
+does not know, a value of the wrong type, out of range or missing is a `CourseError` that names the
+key's path (`course.yaml: limits.check_secnds: unknown key (known: check_seconds, ...)`), before
+anything is graded. Each section is a frozen dataclass whose fields are its keys (`setting`
+says how a field is read); `read_mapping` checks a mapping from course.yaml against one.
 """
 from __future__ import annotations
 
+import difflib
+import math
 import os
-from dataclasses import dataclass, field
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Literal
 
 import yaml
 
@@ -17,12 +30,287 @@ class CourseError(Exception):
     """course.yaml is missing or says something tfcourse cannot use."""
 
 
+# -- reading a mapping of course.yaml into a dataclass ---------------------------------------------
+def setting(default: Any = MISSING, *, factory: Any = MISSING, key: str | None = None,
+            optional: bool = False, low: float | None = None, above: float | None = None,
+            high: float | None = None, aliases: tuple = (), read: Callable | None = None,
+            what: str | None = None):
+    """A dataclass field that course.yaml sets.
+
+    key: its name in course.yaml (default: the field's). optional: course.yaml may leave it out
+    although the field has no default (the reader of the enclosing object fills it in). low, above,
+    high: a number's range (>= low, > above, <= high). aliases: (written, meant) pairs of a
+    Literal's other spellings. read(value, where): reads a value of a type the validator does not
+    know by itself; what: how the messages describe such a value."""
+    return field(default=default, default_factory=factory, metadata={
+        "setting": True, "key": key, "optional": optional, "low": low, "above": above,
+        "high": high, "aliases": aliases, "read": read, "what": what})
+
+
+def _at(where: str) -> str:
+    return f"{COURSE_FILE}: {where}: " if where else f"{COURSE_FILE}: "
+
+
+def _path(where: str, key) -> str:
+    return f"{where}.{key}" if where else str(key)
+
+
+def _show(value) -> str:
+    """A value as course.yaml would write it, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        text = "[" + ", ".join(_show(item) for item in value) + "]"
+        return text if len(text) <= 60 else text[:57] + "...]"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _literal_word(option) -> str:
+    return _show(option) if isinstance(option, bool) or option is None else str(option)
+
+
+def _words(options) -> str:
+    options = [_literal_word(option) for option in options]
+    return options[0] if len(options) == 1 else f"{', '.join(options[:-1])} or {options[-1]}"
+
+
+def _describe(hint, meta: Mapping) -> str:
+    """How a message says what a value must be."""
+    if meta.get("what"):
+        return meta["what"]
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        inner = [arg for arg in args if arg is not type(None)]
+        return f"{_describe(inner[0], meta)}, or null"
+    if origin is Literal:
+        return f"one of {_words(args)}"
+    if origin is tuple:
+        return "a list of strings"
+    if is_dataclass(hint):
+        return "a mapping"
+    word = {bool: "true or false", int: "an integer", float: "a number",
+            str: "a non-empty string"}.get(hint, getattr(hint, "__name__", str(hint)))
+    bounds = []
+    if meta.get("low") is not None:
+        bounds.append(f">= {meta['low']:g}")
+    if meta.get("above") is not None:
+        bounds.append(f"> {meta['above']:g}")
+    if meta.get("high") is not None:
+        bounds.append(f"<= {meta['high']:g}")
+    return f"{word} {' and '.join(bounds)}" if bounds else word
+
+
+def _wrong(value, hint, meta: Mapping, where: str) -> CourseError:
+    if value is None:
+        return CourseError(f"{_at(where)}has no value; it must be {_describe(hint, meta)}")
+    return CourseError(f"{_at(where)}must be {_describe(hint, meta)}, not {_show(value)}")
+
+
+def read_value(value, hint, meta: Mapping, where: str):
+    """`value`, found at `where` in course.yaml, as the type `hint` (int, float, bool, str, a
+    tuple of str, a Literal, an optional one of those, or a dataclass read by `read_mapping`)."""
+    if meta.get("read"):
+        return meta["read"](value, where)
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [arg for arg in args if arg is not type(None)]
+        if len(inner) != 1:
+            raise TypeError(f"{where}: cannot read {hint}")
+        if is_dataclass(inner[0]):         # its own messages say what is wrong inside
+            if not isinstance(value, Mapping):
+                raise _wrong(value, hint, meta, where)
+            return read_value(value, inner[0], meta, where)
+        try:
+            return read_value(value, inner[0], meta, where)
+        except CourseError:
+            raise _wrong(value, hint, meta, where) from None
+    if origin is Literal:
+        for written, meant in meta.get("aliases") or ():
+            if type(value) is type(written) and value == written:
+                value = meant
+        for option in args:               # 1 is not true, nor 0 false
+            if type(value) is type(option) and value == option:
+                return option
+        raise _wrong(value, hint, meta, where)
+    if origin is tuple:
+        if value is None:                  # `names:` with nothing after it: none
+            return ()
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)):
+            raise _wrong(value, hint, meta, where)
+        for index, item in enumerate(items):
+            if not isinstance(item, str) or not item:
+                raise CourseError(f"{_at(f'{where}[{index}]')}must be a non-empty string, "
+                                  f"not {_show(item)}")
+        return tuple(items)
+    if is_dataclass(hint):
+        return hint(**read_mapping(hint, value, where))
+    if hint is bool:
+        if type(value) is not bool:
+            raise _wrong(value, hint, meta, where)
+        return value
+    if hint is str:
+        if not isinstance(value, str) or not value:
+            raise _wrong(value, hint, meta, where)
+        return value
+    if hint is int:
+        ok = type(value) is int
+    elif hint is float:
+        ok = type(value) in (int, float) and math.isfinite(value)
+    else:
+        raise TypeError(f"{where}: cannot read {hint}")
+    if not ok or (meta.get("low") is not None and value < meta["low"]) or \
+            (meta.get("above") is not None and value <= meta["above"]) or \
+            (meta.get("high") is not None and value > meta["high"]):
+        raise _wrong(value, hint, meta, where)
+    return hint(value)
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def read_mapping(cls, data, where: str) -> dict[str, Any]:
+    """Check `data`, the mapping found at `where` in course.yaml, against the `setting` fields of
+    the dataclass `cls`: each key must be one of theirs, each value of its field's type, and each
+    field without a default given. Returns the values read, by field name (the keys left out,
+    which have defaults, are not among them)."""
+    if not isinstance(data, Mapping):
+        raise CourseError(f"{_at(where)}must be a mapping (key: value lines), not {_show(data)}")
+    settings = {f.metadata.get("key") or f.name: f
+                for f in fields(cls) if f.metadata.get("setting")}
+    for key in data:
+        if key not in settings:
+            close = difflib.get_close_matches(str(key), list(settings), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise CourseError(f"{_at(_path(where, key))}unknown key "
+                              f"(known: {', '.join(settings)}){hint}")
+    values = {}
+    hints = _hints(cls)
+    for key, spec in settings.items():
+        if key in data:
+            values[spec.name] = read_value(data[key], hints[spec.name], spec.metadata,
+                                           _path(where, key))
+        elif spec.default is MISSING and spec.default_factory is MISSING \
+                and not spec.metadata.get("optional"):
+            raise CourseError(f"{_at(_path(where, key))}is missing; it must be "
+                              f"{_describe(hints[spec.name], spec.metadata)}")
+    return values
+
+
+def _read_only(mapping: Mapping) -> Mapping:
+    return MappingProxyType(dict(mapping))
+
+
+# -- the sections --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Training:
+    """The trained-model check (course.yaml `training`)."""
+    seed: int = setting(low=0)                   # the training run's seed
+    eval_sequences: int = setting(above=0)       # sequences the trained model sorts
+    eval_length: int = setting(above=0)          # their length
+    threshold: float = setting(low=0, high=1)    # share of them it must sort exactly right
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Numerics against the reference (course.yaml `tolerance`)."""
+    atol: float = setting(low=0)
+    rtol: float = setting(low=0)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """course.yaml `limits`; `Course.limit(name)` gives one as a float."""
+    check_seconds: float = setting(above=0)
+    training_seconds: float = setting(above=0)
+    submission_seconds: float = setting(above=0)
+    cell_seconds: float = setting(above=0)
+    notebook_mb: float = setting(above=0)        # larger notebooks are read without their outputs
+    memory_mb: int = setting(3072, above=0)
+    disk_mb: int = setting(256, above=0)
+    processes: int = setting(64, above=0)
+    output_kb: int = setting(256, above=0)
+    notebook_file_mb: float = setting(256.0, above=0)  # larger notebook files are refused
+
+
+IsolationMode = Literal["auto", "bwrap", "process"]
+AcceptWeaker = Literal[False, "process", "same-user"]
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    """How student code is isolated (course.yaml `sandbox`; tfcourse/sandbox/launch.py)."""
+    isolation: IsolationMode = setting("auto")
+    # how much weaker than bubblewrap isolation may be; true means process, "no" false
+    accept_weaker: AcceptWeaker = setting(False, aliases=((True, "process"), ("no", False)))
+    user: str = setting("nobody")                # when grading as root, student code runs as it
+    gpu: bool = setting(False)                   # student code may use the machine's GPUs
+    threads: int = setting(1, low=1)             # torch threads of the student's process
+
+
+@dataclass(frozen=True)
+class Rules:
+    """course.yaml `rules`: torch's names a stub must not reach, and exceptions to them."""
+    forbidden: tuple[str, ...] = setting()
+    allowed: tuple[str, ...] = setting(())
+
+
+# -- assignments -----------------------------------------------------------------------------------
+def _titles(value, where: str) -> Mapping[str, str]:
+    if isinstance(value, str) and value:
+        return _read_only({"en": value})
+    if isinstance(value, Mapping) and value:
+        for lang, title in value.items():
+            if not isinstance(lang, str) or not isinstance(title, str) or not title:
+                raise CourseError(f"{_at(_path(where, lang))}must be a non-empty string, "
+                                  f"not {_show(title)}")
+        return _read_only(value)
+    raise CourseError(f"{_at(where)}must be a string or a mapping from language to string, "
+                      f"not {_show(value)}")
+
+
+def _name_in(value, where: str, what: str) -> str:
+    """A key of course.yaml that names a check group or a test: a Python name, since the check
+    `group.test` is graded by the test function test_<group>_<test>."""
+    if not isinstance(value, str) or not value.isidentifier():
+        raise CourseError(f"{_at(where)}{what} must be a name made of letters, digits and _ "
+                          f"(its grader is the function test_<group>_<test>), not {_show(value)}")
+    return value
+
+
+def _tests(value, where: str) -> Mapping[str, float]:
+    if not isinstance(value, Mapping) or not value:
+        raise CourseError(f"{_at(where)}must be a mapping from test name to points, "
+                          f"not {_show(value)}")
+    tests = {}
+    for name, points in value.items():
+        _name_in(name, _path(where, name), "a test's name")
+        if type(points) not in (int, float) or not math.isfinite(points) or points < 0:
+            raise CourseError(f"{_at(_path(where, name))}points must be a number >= 0, "
+                              f"not {_show(points)}")
+        tests[name] = float(points)
+    return _read_only(tests)
+
+
 @dataclass(frozen=True)
 class CheckGroup:
     """One graded part: an nbgrader test cell whose grade_id is `id`, made of named tests."""
-    id: str
-    stubs: tuple[str, ...]
-    tests: dict[str, float]
+    id: str                                      # its key in `checks`
+    tests: Mapping[str, float] = setting(read=_tests, what="a mapping from test name to points")
+    stubs: tuple[str, ...] = setting((), key="stub")
 
     @property
     def points(self) -> float:
@@ -32,15 +320,63 @@ class CheckGroup:
         return [f"{self.id}.{name}" for name in self.tests]
 
 
+def _checks(value, where: str) -> tuple[CheckGroup, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, Mapping):
+        raise CourseError(f"{_at(where)}must be a mapping from group to its stub and tests, "
+                          f"not {_show(value)}")
+    return tuple(CheckGroup(id=_name_in(gid, _path(where, gid), "a group's name"),
+                            **read_mapping(CheckGroup, spec, _path(where, gid)))
+                 for gid, spec in value.items())
+
+
+def _notebooks(value, where: str) -> tuple[str, ...]:
+    names = read_value(value, tuple[str, ...], {}, where)
+    if not names:
+        raise CourseError(f"{_at(where)}must name at least one notebook")
+    for index, name in enumerate(names):
+        if not name.endswith(".ipynb") or "/" in name or "\\" in name or name.startswith("."):
+            raise CourseError(f"{_at(f'{where}[{index}]')}must be a notebook's file name "
+                              f"(name.ipynb), not {_show(name)}")
+    return names
+
+
+def _graders(value, where: str) -> str:
+    if not isinstance(value, str) or not value.endswith(".py") or len(value) <= 3 or \
+            "/" in value or "\\" in value or value.startswith("."):
+        raise CourseError(f"{_at(where)}must be the file name of a module in autograder/ "
+                          f"(test_name.py), not {_show(value)}")
+    return value
+
+
+@dataclass(frozen=True)
+class Provides:
+    """What an assignment's solution gives later ones: a module of these names."""
+    module: str = setting()
+    names: tuple[str, ...] = setting()
+
+
 @dataclass(frozen=True)
 class Assignment:
-    id: str
-    titles: dict[str, str]
-    notebooks: tuple[str, ...]
-    provides_module: str | None
-    provides_names: tuple[str, ...]
-    uses: tuple[str, ...]
-    checks: tuple[CheckGroup, ...]
+    id: str = setting()
+    notebooks: tuple[str, ...] = setting(read=_notebooks, what="a list of notebook file names")
+    # autograder/<graders>: its pytest graders (default: test_<first notebook's stem>.py)
+    graders: str = setting(optional=True, read=_graders, what="a file name in autograder/")
+    titles: Mapping[str, str] = setting(key="title", factory=lambda: MappingProxyType({}),
+                                        read=_titles,
+                                        what="a string or a mapping from language to string")
+    provides: Provides | None = setting(None)
+    uses: tuple[str, ...] = setting(())
+    checks: tuple[CheckGroup, ...] = setting((), read=_checks)
+
+    @property
+    def provides_module(self) -> str | None:
+        return self.provides.module if self.provides else None
+
+    @property
+    def provides_names(self) -> tuple[str, ...]:
+        return self.provides.names if self.provides else ()
 
     def title(self, lang: str) -> str:
         return self.titles.get(lang) or self.titles.get("en") or self.id
@@ -63,20 +399,55 @@ class Assignment:
         return [test_id for group in self.checks for test_id in group.test_ids()]
 
 
+def _assignment(spec, where: str) -> Assignment:
+    values = read_mapping(Assignment, spec, where)
+    values.setdefault("graders", f"test_{Path(values['notebooks'][0]).stem}.py")
+    values["titles"] = values.get("titles") or _read_only({"en": values["id"]})
+    return Assignment(**values)
+
+
+def _assignments(value, where: str) -> tuple[Assignment, ...]:
+    if not isinstance(value, (list, tuple)) or not value:
+        raise CourseError(f"{_at(where)}must be a list of assignments, not {_show(value)}")
+    assignments = tuple(_assignment(spec, f"{where}[{index}]") for index, spec in enumerate(value))
+    seen: dict[str, int] = {}
+    for index, assignment in enumerate(assignments):
+        if assignment.id in seen:
+            raise CourseError(f"{_at(f'{where}[{index}].id')}{assignment.id!r} is also "
+                              f"{where}[{seen[assignment.id]}]'s id")
+        seen[assignment.id] = index
+    notebooks: dict[str, str] = {}
+    for index, assignment in enumerate(assignments):
+        for name in assignment.notebooks:
+            if notebooks.setdefault(name, assignment.id) != assignment.id:
+                raise CourseError(f"{_at(f'{where}[{index}].notebooks')}{name!r} is also a "
+                                  f"notebook of {notebooks[name]}")
+    modules = {a.provides_module for a in assignments if a.provides_module}
+    for index, assignment in enumerate(assignments):
+        for module in assignment.uses:
+            if module not in modules:
+                raise CourseError(f"{_at(f'{where}[{index}].uses')}{assignment.id} uses "
+                                  f"{module!r}, which no assignment provides")
+    return assignments
+
+
+# -- the course ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Course:
     root: Path
-    id: str
-    titles: dict[str, str]
-    language: str
-    languages: tuple[str, ...]
-    assignments: tuple[Assignment, ...]
-    training: dict
-    tolerance: dict
-    limits: dict
-    sandbox: dict
-    rules: dict
-    raw: dict = field(repr=False, default_factory=dict)
+    id: str = setting()
+    assignments: tuple[Assignment, ...] = setting(read=_assignments, what="a list of assignments")
+    training: Training = setting()
+    tolerance: Tolerance = setting()
+    limits: Limits = setting()
+    sandbox: SandboxSettings = setting()
+    rules: Rules = setting()
+    titles: Mapping[str, str] = setting(key="title", optional=True, read=_titles,
+                                        what="a string or a mapping from language to string")
+    language: str = setting("en")               # the edition `tfcourse build` writes
+    languages: tuple[str, ...] = setting(("en",))
+    # course.yaml as read, read-only at its top (for a test or a tool that writes a variant)
+    raw: Mapping = field(repr=False, compare=False, default_factory=lambda: MappingProxyType({}))
 
     def title(self, lang: str | None = None) -> str:
         lang = lang or self.language
@@ -88,12 +459,6 @@ class Course:
                 return assignment
         known = ", ".join(a.id for a in self.assignments)
         raise CourseError(f"no assignment {assignment_id!r} in {COURSE_FILE} (known: {known})")
-
-    def assignment_of_notebook(self, notebook_name: str) -> Assignment | None:
-        for assignment in self.assignments:
-            if notebook_name in assignment.notebooks:
-                return assignment
-        return None
 
     def provider_of(self, module: str) -> Assignment:
         for assignment in self.assignments:
@@ -114,11 +479,15 @@ class Course:
         return self.root / "solutions"
 
     def limit(self, name: str) -> float:
-        return float(self.limits[name])
+        """One of course.yaml's `limits`, as a float."""
+        known = [f.name for f in fields(Limits)]
+        if name not in known:
+            raise CourseError(f"no limit {name!r} in {COURSE_FILE} (known: {', '.join(known)})")
+        return float(getattr(self.limits, name))
 
     def forbidden_names(self) -> list[str]:
-        allowed = set(self.rules.get("allowed") or [])
-        return [name for name in self.rules.get("forbidden") or [] if name not in allowed]
+        allowed = set(self.rules.allowed)
+        return [name for name in self.rules.forbidden if name not in allowed]
 
 
 def find_course_root(start: str | os.PathLike | None = None) -> Path:
@@ -131,79 +500,16 @@ def find_course_root(start: str | os.PathLike | None = None) -> Path:
                       f"run tfcourse inside the course folder or pass --course")
 
 
-def _titles(value, where: str) -> dict[str, str]:
-    if isinstance(value, str):
-        return {"en": value}
-    if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
-        return dict(value)
-    raise CourseError(f"{where}: a title is a string or a mapping from language to string")
-
-
-def _as_tuple(value) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return (value,)
-    return tuple(value)
-
-
-def _check_group(group_id: str, spec: dict, where: str) -> CheckGroup:
-    if not isinstance(spec, dict) or not isinstance(spec.get("tests"), dict) or not spec["tests"]:
-        raise CourseError(f"{where}.{group_id}: needs `tests`, a mapping from test name to points")
-    tests = {}
-    for name, points in spec["tests"].items():
-        if not isinstance(points, (int, float)) or points < 0:
-            raise CourseError(f"{where}.{group_id}.{name}: points must be a number >= 0")
-        tests[str(name)] = float(points)
-    return CheckGroup(id=group_id, stubs=_as_tuple(spec.get("stub")), tests=tests)
-
-
-def parse_course(data: dict, root: Path) -> Course:
-    if not isinstance(data, dict):
-        raise CourseError(f"{COURSE_FILE} must be a mapping")
-    for key in ("id", "assignments", "training", "tolerance", "limits", "sandbox", "rules"):
-        if key not in data:
-            raise CourseError(f"{COURSE_FILE} has no `{key}`")
-    languages = _as_tuple(data.get("languages") or ["en"])
-    language = data.get("language", "en")
-    if language not in languages:
-        raise CourseError(f"language {language!r} is not among languages {list(languages)}")
-    assignments = []
-    for index, spec in enumerate(data["assignments"]):
-        where = f"assignments[{index}]"
-        if "id" not in spec or "notebooks" not in spec:
-            raise CourseError(f"{where}: needs `id` and `notebooks`")
-        provides = spec.get("provides") or {}
-        checks = tuple(_check_group(gid, gspec, f"{where}.checks")
-                       for gid, gspec in (spec.get("checks") or {}).items())
-        assignments.append(Assignment(
-            id=str(spec["id"]),
-            titles=_titles(spec.get("title", spec["id"]), where),
-            notebooks=_as_tuple(spec["notebooks"]),
-            provides_module=provides.get("module"),
-            provides_names=_as_tuple(provides.get("names")),
-            uses=_as_tuple(spec.get("uses")),
-            checks=checks,
-        ))
-    modules = {a.provides_module for a in assignments if a.provides_module}
-    for assignment in assignments:
-        for module in assignment.uses:
-            if module not in modules:
-                raise CourseError(f"{assignment.id} uses {module!r}, which no assignment provides")
-    return Course(
-        root=root,
-        id=str(data["id"]),
-        titles=_titles(data.get("title", data["id"]), "title"),
-        language=language,
-        languages=languages,
-        assignments=tuple(assignments),
-        training=dict(data["training"]),
-        tolerance=dict(data["tolerance"]),
-        limits=dict(data["limits"]),
-        sandbox=dict(data["sandbox"]),
-        rules=dict(data["rules"]),
-        raw=data,
-    )
+def parse_course(data: Mapping, root: Path) -> Course:
+    """The course that `data` (course.yaml, as YAML reads it) describes; a CourseError naming the
+    key's path for anything unknown, of the wrong type or missing."""
+    values = read_mapping(Course, data, "")
+    values["titles"] = values.get("titles") or _read_only({"en": values["id"]})
+    course = Course(root=Path(root), **values, raw=_read_only(data))
+    if course.language not in course.languages:
+        raise CourseError(f"{_at('language')}{course.language!r} is not among languages "
+                          f"({', '.join(course.languages)})")
+    return course
 
 
 def load_course(root: str | os.PathLike | None = None) -> Course:

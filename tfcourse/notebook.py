@@ -20,6 +20,9 @@ from pathlib import Path
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
 _MARKER_LINE = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
 _HIDDEN_TESTS = re.compile(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS\n?", re.DOTALL)
+# A call `use_language("en")` as people write it: spaces anywhere in it, either quotes, or no
+# argument at all (the language left unset).
+_LANGUAGE_CALL = re.compile(r"""\buse_language[ \t]*\([ \t]*(?:(["'])[\w-]*\1[ \t]*)?\)""")
 
 
 class Node(dict):
@@ -79,10 +82,6 @@ def is_test(cell) -> bool:
     return bool(meta.get("grade")) and not meta.get("solution") and cell.get("cell_type") == "code"
 
 
-def is_locked(cell) -> bool:
-    return bool(nbgrader(cell).get("locked"))
-
-
 def tfmeta(cell) -> dict:
     meta = cell.get("metadata") or {}
     value = meta.get("tfcourse") if isinstance(meta, dict) else None
@@ -104,6 +103,14 @@ def strip_solution_markers(source: str) -> str:
 def strip_hidden_tests(source: str) -> str:
     """A test cell's source as students get it: without its hidden part."""
     return _HIDDEN_TESTS.sub("", source)
+
+
+def set_language(source: str, lang: str | None) -> str:
+    """`source` with each `use_language(...)` call in it setting `lang` (written
+    `use_language("es")`), or with no argument when `lang` is None: how a language cell compares
+    across editions. The call is recognised however it is spaced or quoted."""
+    call = "use_language()" if lang is None else f'use_language("{lang}")'
+    return _LANGUAGE_CALL.sub(call, source)
 
 
 def cells_with_role(nb, wanted: str) -> list:

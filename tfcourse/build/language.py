@@ -5,7 +5,6 @@ An nbgrader preprocessor, so that `nbgrader generate_assignment` run by hand in 
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from nbgrader.preprocessors import NbGraderPreprocessor
@@ -13,8 +12,6 @@ from traitlets import Unicode
 
 from .. import notebook
 from ..course import load_course
-
-_CALL = re.compile(r"""use_language\(\s*["'][a-z]{2}["']\s*\)""")
 
 
 def course_language(root: Path | None = None) -> str:
@@ -26,7 +23,7 @@ def select_language(nb, lang: str):
     nb.cells = [cell for cell in nb.cells if notebook.lang(cell) in (None, lang)]
     for cell in nb.cells:
         if cell.cell_type == "code" and notebook.role(cell) == "language":
-            cell.source = _CALL.sub(f'use_language("{lang}")', cell.source)
+            cell.source = notebook.set_language(cell.source, lang)
     nb.metadata.setdefault("tfcourse", {})["lang"] = lang
     return nb
 

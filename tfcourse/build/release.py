@@ -19,6 +19,7 @@ import nbformat
 
 from .. import notebook
 from ..course import Course
+from ..source import helper_module, source_notebook
 from .language import select_language
 
 
@@ -53,15 +54,8 @@ def with_points(course: Course, nb, assignment) -> tuple[object, list[str]]:
 
 def helper_modules(course: Course) -> dict[Path, str]:
     """Path -> text of every generated helper module (earlier assignments' solutions)."""
-    files = {}
-    for assignment in course.assignments:
-        for module in assignment.uses:
-            provider = course.provider_of(module)
-            name = provider.notebooks[0]
-            nb = notebook.read(course.source_dir / provider.id / name)
-            files[course.source_dir / assignment.id / f"{module}.py"] = notebook.module_source(
-                nb, f"source/{provider.id}/{name}")
-    return files
+    return {course.source_dir / assignment.id / f"{module}.py": helper_module(course, module)
+            for assignment in course.assignments for module in assignment.uses}
 
 
 # -- nbgrader --------------------------------------------------------------------------------------
@@ -93,8 +87,6 @@ def run_nbgrader(course: Course, release: Path, solutions: Path | None, lang: st
     bin_folder = os.path.dirname(sys.executable)          # nbgrader runs `alembic` from PATH
     if bin_folder not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = bin_folder + os.pathsep + os.environ.get("PATH", "")
-    if str(course.root) not in sys.path:
-        sys.path.insert(0, str(course.root))
     with tempfile.TemporaryDirectory(prefix="tfbuild-db-") as scratch:
         config = _nbgrader_config(course, Path(scratch), lang, release, solutions or release,
                                   execute)
@@ -120,7 +112,7 @@ def _write_if_changed(path: Path, text: str) -> bool:
 def build(course: Course, lang: str | None = None, execute: bool = True, log=print) -> None:
     lang = lang or course.language
     for assignment, path in source_notebooks(course):
-        nb, problems = with_points(course, notebook.read(path), assignment)
+        nb, problems = with_points(course, source_notebook(path).copy(), assignment)
         if problems:
             raise BuildError("\n".join(problems))
         if _write_if_changed(path, nbformat.writes(nb) + "\n"):
@@ -168,7 +160,7 @@ def check(course: Course, lang: str | None = None) -> list[str]:
     lang = lang or course.language
     stale = []
     for assignment, path in source_notebooks(course):
-        nb, problems = with_points(course, notebook.read(path), assignment)
+        nb, problems = with_points(course, source_notebook(path).copy(), assignment)
         stale += problems
         if comparable(_load(path)) != comparable(json.loads(nbformat.writes(nb))):
             stale.append(f"{path.relative_to(course.root)}: test cell points differ from "

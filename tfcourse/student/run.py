@@ -11,8 +11,6 @@ import subprocess
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
-from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from .. import notebook
 from ..i18n import render
@@ -41,6 +39,13 @@ def _first_line(cell) -> str:
 
 def run_visible_checks(path: Path, timeout: int = 600) -> int:
     """Run the notebook and print each visible check; 0 when all pass, 1 otherwise, 2 if unreadable."""
+    try:        # a Jupyter kernel runs the notebook: nbclient comes with JupyterLab
+        from nbclient import NotebookClient
+        from nbclient.exceptions import CellTimeoutError, DeadKernelError
+    except ImportError:
+        print(render("tfcourse check runs the notebook in a Jupyter kernel: run it where "
+                     "JupyterLab is installed, or pip install nbclient ipykernel", {}, "en"))
+        return 2
     try:
         nb = nbformat.read(str(path), as_version=4)
     except (OSError, ValueError) as error:

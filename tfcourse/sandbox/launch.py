@@ -38,7 +38,10 @@ from .binds import (INSIDE_LIB, INSIDE_PYTHON, INSIDE_WORK, Binds, gpu_binds, in
                     mask_hidden, system_binds, under)
 from .limits import DISK, MEMORY, PROCESSES, Cgroup, Limits
 
-HARNESS = ("worker.py", "channel.py", "standins.py")
+HARNESS = ("worker.py", "channel.py")
+# The course's stand-ins (modules the graders put in place of a student's parts), copied beside
+# the worker from the course folder: autograder/<this name>.
+STANDINS = "standins.py"
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
 # Where sandboxes are made (else in the system's temporary folder): the runner sets it.
@@ -76,22 +79,28 @@ class SandboxConfig:
     accept_weaker: object = False
     hide: list[Path] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)    # name in the work folder -> text
+    harness: dict[str, str] = field(default_factory=dict)  # name beside the worker -> text
 
     @classmethod
     def from_course(cls, course, files: dict[str, str], threads: int,
                     hide: list[Path]) -> "SandboxConfig":
         """The sandbox course.yaml asks for, with the course folder and `hide` out of sight."""
-        limit = {name: int(course.limits.get(name, default))
-                 for name, default in DEFAULT_LIMITS.items()}
-        return cls(isolation=str(course.sandbox.get("isolation", "auto")),
-                   user=str(course.sandbox.get("user", "nobody")),
-                   gpu=bool(course.sandbox.get("gpu", False)),
-                   accept_weaker=course.sandbox.get("accept_weaker", False),
-                   threads=threads, hide=[course.root, *hide], files=files, **limit)
+        limit = {name: getattr(course.limits, name) for name in DEFAULT_LIMITS}
+        settings = course.sandbox                  # checked when course.yaml was read
+        return cls(isolation=settings.isolation, user=settings.user, gpu=settings.gpu,
+                   accept_weaker=settings.accept_weaker,
+                   threads=threads, hide=[course.root, *hide], files=files,
+                   harness=course_standins(course), **limit)
 
     @property
     def limits(self) -> Limits:
         return Limits(self.memory_mb, self.disk_mb, self.processes)
+
+
+def course_standins(course) -> dict[str, str]:
+    """The course's stand-ins module, for the worker to import (none when the course has none)."""
+    path = course.root / "autograder" / STANDINS
+    return {STANDINS: path.read_text(encoding="utf-8")} if path.is_file() else {}
 
 
 # -- choosing the isolation ---------------------------------------------------------------------
@@ -304,13 +313,17 @@ class Sandbox:
         (self.work / "tmp").mkdir()
         for name in HARNESS:
             shutil.copy(here / name, self.lib / name)
+        for name, text in self.config.harness.items():
+            (self.lib / name).write_text(text, encoding="utf-8")
         shutil.copy(here / "keeper.py", self.base / "keeper.py")
-        public = Path(__file__).resolve().parents[2] / "tfcourse"
-        if not public.is_dir():
-            import tfcourse
-            public = Path(tfcourse.__file__).parent
-        shutil.copytree(public, self.lib / "tfcourse",
-                        ignore=shutil.ignore_patterns("__pycache__", "build"))
+        # What student code may import of tfcourse: the student library and its messages only.
+        public = Path(__file__).resolve().parents[1]
+        (self.lib / "tfcourse").mkdir()
+        for name in ("__init__.py", "i18n.py"):
+            shutil.copy(public / name, self.lib / "tfcourse" / name)
+        for name in ("student", "locale"):
+            shutil.copytree(public / name, self.lib / "tfcourse" / name,
+                            ignore=shutil.ignore_patterns("__pycache__"))
         for name, text in self.config.files.items():
             (self.work / name).write_text(text, encoding="utf-8")
         self._write_users()
@@ -678,7 +691,7 @@ def describe(course) -> str:
 
 
 def main(argv=None) -> int:
-    """`python -m autograder.sandbox.launch COURSE`: say how student code would be isolated;
+    """`python -m tfcourse.sandbox.launch COURSE`: say how student code would be isolated;
     status 1 when grading would refuse to run it."""
     from tfcourse.course import load_course
 

@@ -1,40 +1,32 @@
-"""How a check is written and run.
+"""What a check is written with.
 
-A check is a function of a `Context`, registered under its assignment and test id (`"sdpa.values"`);
-its points come from course.yaml. It asks the student's process for outputs on inputs it chose,
-computes what the reference gives in this (trusted) process, and raises `Fail` with a message in the
-course's words when they differ. Student errors, hangs and crashes become failures of that check
-only; the next check starts the student's process again if it had to go.
+A check is a pytest test function of the course's `autograder/` folder (`test_sdpa_values(ctx)`
+grades course.yaml's `sdpa.values`; see plugin.py). It asks the student's process for outputs on
+inputs it chose, through the `Context` it receives, computes what the reference gives in this
+(trusted) process, and raises `Fail` with a message in the course's words when they differ. Student
+errors, hangs and crashes become failures of that check only (`verdict`); the next check starts the
+student's process again if it had to go.
 """
 from __future__ import annotations
 
 import contextlib
 import math
-import time
 
 import torch
 
-from .report import TestResult
-from .sandbox import standins
-from .sandbox.session import OutOfTime, ProcessEnded, StudentError, StudentSession, TimedOut
-
-REGISTRY: dict[tuple[str, str], "callable"] = {}
-
-
-def check(assignment_id: str, test_id: str):
-    """Register a check: `@check("01-attention", "sdpa.values")`."""
-    def register(function):
-        REGISTRY[(assignment_id, test_id)] = function
-        return function
-    return register
-
+from ..sandbox.session import ProcessEnded, StudentError, StudentSession, TimedOut
 
 class Fail(Exception):
-    """A check failed; the message is an English template filled with `params`."""
+    """A check failed; the message is an English template filled with `params`, as the student
+    reads it (pytest shows it filled in)."""
 
     def __init__(self, template: str, **params):
-        super().__init__(template)
         self.template, self.params = template, params
+        try:
+            message = template.format(**params)
+        except (KeyError, IndexError, ValueError):
+            message = template
+        super().__init__(message)
 
 
 # -- checking values -----------------------------------------------------------------------------
@@ -145,7 +137,32 @@ def swapped(namespace: dict, name: str, value):
             namespace[name] = previous
 
 
+def first_match(got, variants, atol: float, rtol: float) -> str:
+    """The words of the first of `variants`, (tensor, words) pairs of common wrong answers, that
+    `got` matches within tolerance (same shape and dtype kind, see `close`); "" when none does."""
+    for candidate, words in variants:
+        if close(got, candidate, atol, rtol):
+            return words
+    return ""
+
+
 # -- what a check works with ---------------------------------------------------------------------
+def under(name: str, paths) -> bool:
+    """Whether the parameter (or module) `name` lies under one of the submodule `paths`."""
+    return any(name == path or name.startswith(path + ".") for path in paths)
+
+
+def outside(names: dict, skipped) -> dict:
+    """The entries of `names` that do not lie under one of the `skipped` submodule paths."""
+    return {name: value for name, value in names.items() if not under(name, skipped)}
+
+
+def parameter_shapes(module: torch.nn.Module, skipped=()) -> dict[str, list[int]]:
+    """A module's parameters, name -> shape, outside the `skipped` submodules: the reference's
+    are what the assignment asks of the student's module."""
+    return outside({name: list(p.shape) for name, p in module.named_parameters()}, skipped)
+
+
 def compare_parameters(got: dict[str, list[int]], identity: dict[str, int],
                        expected: dict[str, list[int]]) -> tuple[list, list, list]:
     """(missing, unexpected, wrong shape) between a module's parameters and the contract's.
@@ -212,8 +229,25 @@ class Handle:
                 sizes[self.identity[name]] = math.prod(shape)
         return sum(sizes.values())
 
-    def compare(self, expected: dict[str, list[int]]) -> tuple[list, list, list]:
-        return compare_parameters(self.parameters, self.identity, expected)
+    def compare(self, expected: dict[str, list[int]], skipped=()) -> tuple[list, list, list]:
+        """(missing, unexpected, wrong shape) between the module's parameters and `expected`
+        (see compare_parameters), leaving aside the `skipped` submodules (parts graded on their
+        own, which the module only has to contain) and every name of a tensor inside them."""
+        identity = self.identity
+        inside = {identity[name] for name in self.parameters if under(name, skipped)}
+        got = {name: shape for name, shape in self.parameters.items()
+               if identity[name] not in inside}
+        return compare_parameters(got, identity, outside(expected, skipped))
+
+    def expect_parameters(self, expected: dict[str, list[int]], template: str, skipped=(),
+                          **params) -> None:
+        """Fail with `template` unless the module's parameters are `expected` (see `compare`).
+        The template is filled with `params` and the names found `missing`, `unexpected` and of
+        the `wrong` shape ("none" for each where there are none)."""
+        missing, unexpected, wrong = self.compare(expected, skipped)
+        if missing or unexpected or wrong:
+            raise Fail(template, missing=missing or "none", unexpected=unexpected or "none",
+                       wrong=wrong or "none", **params)
 
     def load(self, state: dict) -> tuple[list[str], list[str]]:
         """Load reference weights by name: (missing parameter names, unexpected names). A name
@@ -236,11 +270,9 @@ class Handle:
         has the same shape (a working module under other names). Whether that was possible; a
         module without parameters like the contract's (one that computes something trivial, say)
         cannot be checked for behaviour at all."""
-        def outside(name):
-            return not any(name == path or name.startswith(path + ".") for path in skipped)
         expected = [(name, tensor) for name, tensor in reference.named_parameters()
-                    if outside(name)]
-        skipped_ids = {self.identity[name] for name in self.parameters if not outside(name)}
+                    if not under(name, skipped)]
+        skipped_ids = {self.identity[name] for name in self.parameters if under(name, skipped)}
         own, seen = [], set()
         for name, shape in self.parameters.items():
             identity = self.identity[name]
@@ -252,7 +284,26 @@ class Handle:
             return False
         state = {name: tensor.detach() for (name, _), (_, tensor) in zip(own, expected)}
         missing, unexpected = self.load(state)
-        return not unexpected and not [name for name in missing if outside(name)]
+        return not unexpected and not [name for name in missing if not under(name, skipped)]
+
+    def load_reference(self, reference: torch.nn.Module, *, unmatched: Fail, by_name,
+                       state: dict | None = None, skipped=(), strict: bool = True) -> None:
+        """Load the reference's weights (`state`, by default its state_dict) into this module by
+        name, outside the `skipped` submodules. When the names do not match, a strict load (a
+        check of values) fails with `by_name(missing, unexpected)`, a Fail; a check of behaviour
+        only (strict=False) loads them in their order into parameters of the same shapes (a
+        working module under other names, see `load_by_position`), and fails with `unmatched`
+        when the module has none like them."""
+        state = reference.state_dict() if state is None else state
+        missing, unexpected = self.load(outside(state, skipped))
+        missing = [name for name in missing if not under(name, skipped)]
+        if not missing and not unexpected:
+            return
+        if not strict:
+            if self.load_by_position(reference, skipped):
+                return
+            raise unmatched
+        raise by_name(missing, unexpected)
 
     def run(self, *args, method: str = "__call__", train: bool = False, seed: int | None = None,
             swap_globals: dict | None = None, timeout: float | None = None, **kwargs):
@@ -275,10 +326,6 @@ class Handle:
     def calls(self) -> list[dict]:
         return self.context.request("calls", handle=self.name)
 
-    def state(self) -> dict:
-        """The module's tensors by name, as the student's process sends them: data to check."""
-        return self.context.request("state", handle=self.name)
-
     def ref(self) -> dict:
         return {"$handle": self.name}
 
@@ -287,11 +334,12 @@ class Context:
     """What a check function receives: the student's process, the reference and the course."""
 
     def __init__(self, session: StudentSession, reference: dict, course, assignment,
-                 check_seconds: float):
+                 check_seconds: float, standins=None):
         self.session, self.ref, self.course, self.assignment = session, reference, course, assignment
+        self.standins = standins                # the course's stand-ins (autograder/standins.py)
         self.check_seconds = check_seconds
-        self.atol = float(course.tolerance["atol"])
-        self.rtol = float(course.tolerance["rtol"])
+        self.atol = course.tolerance.atol
+        self.rtol = course.tolerance.rtol
         self._handles = 0
         self.extra: dict = {}
         self.generator = torch.Generator().manual_seed(0)
@@ -328,14 +376,14 @@ class Context:
         """A stand-in in the student's process and its twin here, built from the same seed."""
         name = self._name()
         self.request("probe", handle=name, kind=kind, options=options)
-        return Handle(self, name), standins.probe(kind, **options)
+        return Handle(self, name), self.standins.probe(kind, **options)
 
     def remote_probe(self, kind: str, **options) -> tuple[Handle, dict]:
         """A stand-in model whose answers are computed here, by a twin built from `options`;
         the student's process holds only a handle. Returns the handle and the counts of its
         calls, kept on this side ({"encode": n, "decode": n})."""
         name = self._name()
-        twin = standins.probe(kind, **options)
+        twin = self.standins.probe(kind, **options)
         counts = {"encode": 0, "decode": 0}
         vocab = int(options["vocab_size"])
 
@@ -410,32 +458,24 @@ def describe_student_error(error: StudentError) -> tuple[str, dict]:
     return "your code raised {kind}: {message}", params
 
 
-def run_test(function, context: Context, test_id: str, max_points: float) -> TestResult:
-    started = time.monotonic()
-    result = TestResult(test_id, 0.0, max_points)
-    try:
-        function(context)
-        result.points = max_points
-    except Fail as failure:
-        result.template, result.params = failure.template, failure.params
-    except StudentError as error:
-        result.template, result.params = describe_student_error(error)
-    except TimedOut as error:
-        result.template = "took longer than {seconds:.0f} s (an endless loop, or very slow code?)"
-        result.params = {"seconds": error.seconds}
-    except ProcessEnded as error:
+def verdict(error: BaseException) -> tuple[str, dict, bool]:
+    """What a check's exception means for the student: (template, params, the grader's own
+    fault). Student errors, hangs and crashes fail that check only."""
+    if isinstance(error, Fail):
+        return error.template, error.params, False
+    if isinstance(error, StudentError):
+        return (*describe_student_error(error), False)
+    if isinstance(error, TimedOut):
+        return ("took longer than {seconds:.0f} s (an endless loop, or very slow code?)",
+                {"seconds": error.seconds}, False)
+    if isinstance(error, ProcessEnded):
         if error.memory:
-            result.template = "used more memory than allowed ({description})"
+            template = "used more memory than allowed ({description})"
         elif error.limit:
-            result.template = "went over a limit of the sandbox: it {description}"
+            template = "went over a limit of the sandbox: it {description}"
         else:
-            result.template = "your code ended the grading process ({description})"
-        result.params = {"description": error.description}
-    except OutOfTime:
-        raise
-    except Exception as error:              # the grader could not make sense of what came back
-        result.template = "could not be checked ({kind}: {message})"
-        result.params = {"kind": type(error).__name__, "message": str(error)[:300]}
-        result.internal = True
-    result.seconds = time.monotonic() - started
-    return result
+            template = "your code ended the grading process ({description})"
+        return template, {"description": error.description}, False
+    # the grader could not make sense of what came back
+    return ("could not be checked ({kind}: {message})",
+            {"kind": type(error).__name__, "message": str(error)[:300]}, True)

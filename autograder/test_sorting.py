@@ -13,12 +13,11 @@ import secrets
 
 import torch
 
-from ..framework import Fail, as_tensor, check, close, dtype_kind, expect_kind, expect_shape, \
-    expect_varies
-from ..reference import recipe_source
-from ..sandbox import standins
+from tfcourse.grading.framework import Fail, as_tensor, close, dtype_kind, expect_kind, expect_shape, \
+    expect_varies, first_match, parameter_shapes
+from tfcourse.grading.reference import recipe_source
+from . import standins
 
-A = "03-sorting"
 BOS, V = 10, 11
 SMALL = dict(vocab_size=13, d_model=12, num_heads=3, num_layers=2, d_ff=20, dropout=0.2)
 
@@ -56,22 +55,19 @@ def _loaded(ctx, seed, strict=True, **options):
     state = reference.state_dict()
     extras = _output_layer_extras(student, [name for name, _ in reference.named_parameters()],
                                   vocab, options["d_model"])
-    missing, unexpected = student.load(_as_tied(state, student, extras))
-    if (missing or unexpected) and not strict:
-        if student.load_by_position(reference):      # the same parameters under other names
-            return reference, student
-        raise Fail("the Transformer's behaviour cannot be checked: its parameters are not like "
-                   "the assignment's (see model.params)")
-    if missing or unexpected:
-        raise Fail("cannot load the reference's weights into Transformer by name (your model has "
-                   "no {unexpected}; the reference has no {missing})",
-                   missing=", ".join(missing) or "other", unexpected=", ".join(unexpected) or "other")
+    student.load_reference(
+        reference, state=_as_tied(state, student, extras), strict=strict,
+        unmatched=Fail("the Transformer's behaviour cannot be checked: its parameters are not "
+                       "like the assignment's (see model.params)"),
+        by_name=lambda missing, unexpected: Fail(
+            "cannot load the reference's weights into Transformer by name (your model has no "
+            "{unexpected}; the reference has no {missing})",
+            missing=", ".join(missing) or "other", unexpected=", ".join(unexpected) or "other"))
     return reference, student
 
 
 # -- the model -------------------------------------------------------------------------------------
-@check(A, "model.params")
-def model_params(ctx):
+def test_model_params(ctx):
     handle = ctx.new("Transformer", V)
     contract = [name for name, _ in ctx.reference_module("Transformer", V).named_parameters()]
     extras = set(_output_layer_extras(handle, contract))
@@ -101,9 +97,8 @@ def model_params(ctx):
         raise Fail("model.embedding should be nn.Embedding(11, 32): 352 numbers")
     options = {k: v for k, v in SMALL.items() if k != "vocab_size"}
     small = ctx.new("Transformer", 13, **{**options, "num_layers": 3})
-    expected = {name: list(p.shape) for name, p in
-                ctx.reference_module("Transformer", 13, **{**options, "num_layers": 3})
-                .named_parameters()}
+    expected = parameter_shapes(ctx.reference_module("Transformer", 13,
+                                                     **{**options, "num_layers": 3}))
     missing, unexpected, _ = small.compare(expected)
     unexpected = [name for name in unexpected
                   if name not in _output_layer_extras(small, list(expected), 13, 12)]
@@ -114,8 +109,7 @@ def model_params(ctx):
                    missing=missing[:6] or "none", unexpected=unexpected[:6] or "none")
 
 
-@check(A, "model.tied")
-def model_tied(ctx):
+def test_model_tied(ctx):
     handle = ctx.new("Transformer", V)
     contract = [name for name, _ in ctx.reference_module("Transformer", V).named_parameters()]
     extra = _output_layer_extras(handle, contract)
@@ -162,8 +156,7 @@ def model_tied(ctx):
                    "a gradient that does not match the logits")
 
 
-@check(A, "model.embed")
-def model_embed(ctx):
+def test_model_embed(ctx):
     ctx.seed(83)
     reference, student = _loaded(ctx, seed=84)
     tokens = ctx.randint(0, 13, 2, 9)
@@ -175,16 +168,11 @@ def model_embed(ctx):
     hints = [(table + positions, "the embeddings are not multiplied by sqrt(d_model)"),
              (table * math.sqrt(12), "the positional encoding is not added"),
              (table, "multiply by sqrt(d_model) and add the positional encoding")]
-    hint = ""
-    for candidate, text in hints:
-        if isinstance(got, torch.Tensor) and close(got, candidate, ctx.atol, ctx.rtol):
-            hint = text
-            break
+    hint = first_match(got, hints, ctx.atol, ctx.rtol)
     ctx.expect_close(got, expected, "embed(tokens [2, 9]) in eval mode", hint=hint)
 
 
-@check(A, "model.values")
-def model_values(ctx):
+def test_model_values(ctx):
     ctx.seed(85)
     reference, student = _loaded(ctx, seed=86)
     src, tgt_in = ctx.randint(0, 13, 2, 7), ctx.randint(0, 13, 2, 5)
@@ -198,8 +186,7 @@ def model_values(ctx):
     ctx.expect_close(student.run(src, tgt_in), logits, "forward(src, tgt_in)")
 
 
-@check(A, "model.causal")
-def model_causal(ctx):
+def test_model_causal(ctx):
     ctx.seed(87)
     _, student = _loaded(ctx, seed=88, strict=False)
     src, tgt_in = ctx.randint(0, 13, 2, 7), ctx.randint(0, 13, 2, 6)
@@ -221,8 +208,7 @@ def model_causal(ctx):
                        "must let a position see itself", t=position)
 
 
-@check(A, "model.padding")
-def model_padding(ctx):
+def test_model_padding(ctx):
     ctx.seed(89)
     _, student = _loaded(ctx, seed=90, strict=False)
     src = ctx.randint(1, 13, 2, 7)
@@ -272,8 +258,7 @@ def _number(value, what):
     return value
 
 
-@check(A, "schedule.noam")
-def schedule_noam(ctx):
+def test_schedule_noam(ctx):
     rate = ctx.ref["noam_rate"]
     for d_model, warmup in ((32, 100), (512, 4000)):
         for step in (1, 10, warmup // 2, warmup - 1, warmup, warmup + 1, 4 * warmup, 25 * warmup):
@@ -292,8 +277,7 @@ def schedule_noam(ctx):
                            got=got, expected=expected, phase=phase, ratio=ratio)
 
 
-@check(A, "teacher.shift")
-def teacher_shift(ctx):
+def test_teacher_shift(ctx):
     ctx.seed(91)
     for bos in (BOS, 0):
         y = ctx.randint(1, 10, 3, 6)
@@ -308,8 +292,7 @@ def teacher_shift(ctx):
                        bos=bos)
 
 
-@check(A, "teacher.floor")
-def teacher_floor(ctx):
+def test_teacher_floor(ctx):
     for eps, vocab in ((0.1, 11), (0.25, 4), (0.05, 100), (0.0, 11)):
         got = _number(ctx.call("smoothing_floor", eps, vocab), "smoothing_floor")
         expected = ctx.ref["smoothing_floor"](eps, vocab)
@@ -348,8 +331,7 @@ def _same(got, expected, what):
     return torch.equal(_tokens(got, tuple(expected.shape), what).long(), expected.long())
 
 
-@check(A, "greedy.no_bos")
-def greedy_no_bos(ctx):
+def test_greedy_no_bos(ctx):
     ctx.seed(101)
     src = ctx.randint(0, 10, 4, 6)
     _, got, expected = _greedy(ctx, "bos", src)
@@ -361,8 +343,7 @@ def greedy_no_bos(ctx):
         raise Fail("greedy_decode should pick the most likely token other than BOS")
 
 
-@check(A, "greedy.last_position")
-def greedy_last_position(ctx):
+def test_greedy_last_position(ctx):
     ctx.seed(102)
     src = ctx.randint(0, 10, 3, 7)
     _, got, expected = _greedy(ctx, "count", src)
@@ -372,8 +353,7 @@ def greedy_last_position(ctx):
                    got=as_tensor(got, "")[0].tolist(), expected=expected[0].tolist())
 
 
-@check(A, "greedy.encoder_once")
-def greedy_encoder_once(ctx):
+def test_greedy_encoder_once(ctx):
     ctx.seed(103)
     src = ctx.randint(0, 10, 3, 8)
     counts, got, expected = _greedy(ctx, "mixed", src)
@@ -383,8 +363,7 @@ def greedy_encoder_once(ctx):
                    "and reuse the memory", n=counts["encode"])
 
 
-@check(A, "greedy.reference")
-def greedy_reference(ctx):
+def test_greedy_reference(ctx):
     ctx.seed(104)
     src = ctx.randint(0, 10, 16, 8)
     _, got, expected = _greedy(ctx, "mixed", src, seed=11)
@@ -395,8 +374,7 @@ def greedy_reference(ctx):
                    "each choice to the decoder's input", rows=rows)
 
 
-@check(A, "greedy.length")
-def greedy_length(ctx):
+def test_greedy_length(ctx):
     ctx.seed(105)
     src = ctx.randint(0, 10, 5, 8)
     _, got, expected = _greedy(ctx, "mixed", src, length=5, seed=13)
@@ -444,8 +422,7 @@ def _expect_schedule_shape(ctx) -> None:
                        "recipe uses that shape (see schedule.noam)")
 
 
-@check(A, "trained.accuracy")
-def trained_accuracy(ctx):
+def test_trained_accuracy(ctx):
     """Train in the student's process with the course's recipe; judge the weights here.
 
     The student's code trains its Transformer with its own schedule and teacher forcing. Then only
@@ -455,10 +432,10 @@ def trained_accuracy(ctx):
     anything else, nor answer in the model's place."""
     training = ctx.course.training
     limit = ctx.course.limit("training_seconds")
-    recipe = recipe_source(ctx.course, A)
+    recipe = recipe_source(ctx.course, ctx.assignment.id)
     _expect_schedule_shape(ctx)
     result = ctx.request("train", timeout=limit, recipe=recipe, entry="train_sorter",
-                         kwargs={"seed": int(training["seed"]), "progress": False},
+                         kwargs={"seed": training.seed, "progress": False},
                          handle="trained")
     losses = result.get("losses") if isinstance(result, dict) else None
     if isinstance(losses, list) and losses and isinstance(losses[-1], (int, float)) and \
@@ -477,14 +454,14 @@ def trained_accuracy(ctx):
 
     eval_seed = secrets.randbits(62)              # drawn now, after training: nobody can know it
     ctx.extra["eval_seed"] = eval_seed
-    count, length = int(training["eval_sequences"]), int(training["eval_length"])
+    count, length = training.eval_sequences, training.eval_length
     generator = torch.Generator().manual_seed(eval_seed)
     src = torch.randint(0, 10, (count, length), generator=generator)
     with torch.no_grad():
         predicted = ctx.ref["greedy_decode"](model, src, scope["BOS"])
     accuracy = float((predicted == src.sort(dim=1).values).all(1).float().mean())
     ctx.extra["greedy_accuracy"] = accuracy
-    threshold = float(training["threshold"])
+    threshold = training.threshold
     if accuracy <= threshold:
         raise Fail("after training with the course's recipe, the model's weights sorted {acc:.1%} "
                    "of {n:,} fresh sequences (judged by the grader with the assignment's "

@@ -1,6 +1,6 @@
 """Grading many submissions: one trusted grader process each, N at a time, nothing lost.
 
-Each submission is graded by `python -m autograder` in its own process, with a time limit;
+Each submission is graded by `python -m tfcourse.grading` in its own process, with a time limit;
 whatever happens to that process, the submission ends with a results.json and a feedback page, that
 lists every check of its assignment. Results carry a fingerprint of the submission and of the
 grader, so a second run grades only what is new or changed. The input folders are only ever read,
@@ -24,17 +24,18 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfcourse import notebook as nbtools
 from tfcourse.course import Course, CourseError
+from tfcourse.source import groups_by_notebook
 
 from .report import Note, NotebookReport, SubmissionReport, TestResult
 from .results import private_folder, write_results
-from .sandbox.launch import SANDBOX_FOLDER
+from ..sandbox.launch import SANDBOX_FOLDER
 from .submission import (KIND_WORDS, Entry, Refused, find_notebooks, is_notebook_name,
                          kind_inside, listing, open_inside, root_kind, split_submission)
 
 GRADER_FILES = ("autograder", "source", "course.yaml")
-# The runner's pid, for its grader processes: each dies with it (see autograder/__main__.py).
+ENGINE_FILES = ("grading", "sandbox", "course.py", "notebook.py", "source.py", "i18n.py", "locale")
+# The runner's pid, for its grader processes: each dies with it (see tfcourse/grading/__main__.py).
 PARENT_VARIABLE = "TFCOURSE_GRADER_PARENT"
 HASH_LIMIT = 256 << 20          # a notebook larger than this is fingerprinted by size and time,
 HASH_BUDGET = 1 << 30           # and so are those beyond this much read for one submission
@@ -92,7 +93,7 @@ def available_cores() -> int:
 
 def student_threads(course: Course) -> int:
     """Torch threads for the student's process (course.yaml's sandbox.threads)."""
-    return max(1, int(course.sandbox.get("threads", 1)))
+    return course.sandbox.threads
 
 
 def course_notebooks(course: Course) -> set[str]:
@@ -306,16 +307,35 @@ def _unique(found: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
 
 
 # -- fingerprints ---------------------------------------------------------------------------------
+ENGINE = Path(__file__).resolve().parents[1]          # the installed tfcourse package
+
+
 def grader_version(course: Course) -> str:
+    """What grading depends on besides the submission: the course's graders, sources and
+    course.yaml, and the engine's code."""
     digest = hashlib.sha256()
-    for name in GRADER_FILES:
-        root = course.root / name
+    folders = [("course", course.root, name) for name in GRADER_FILES]
+    folders += [("engine", ENGINE, name) for name in ENGINE_FILES]
+    for label, base, name in folders:
+        root = base / name
         files = sorted(root.rglob("*")) if root.is_dir() else [root]
         for path in files:
             if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-                digest.update(str(path.relative_to(course.root)).encode())
+                digest.update(f"{label}/{path.relative_to(base)}".encode())
                 digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def graded_as(course: Course, item, assignment: str | None) -> str:
+    """The assignment a submission is graded as: the one given, else the one its notebooks'
+    names tell (as the grader will find it), however the command was spelt."""
+    if assignment:
+        return assignment
+    try:
+        found, _ = find_notebooks(course, item.path, None, item.within)
+    except (Refused, OSError, ValueError):
+        return ""
+    return found or ""
 
 
 def _hash_file(digest, base: Path, parts: tuple[str, ...], budget: list[int]) -> None:
@@ -439,7 +459,7 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
             tempfile.TemporaryDirectory(prefix="tfgrade-", ignore_cleanup_errors=True) as sandboxes:
         os.chmod(sandboxes, 0o711)           # the sandbox user must reach its folder inside
         out = Path(scratch) / "report.json"
-        command = [sys.executable, "-m", "autograder", str(submission),
+        command = [sys.executable, "-m", "tfcourse.grading", str(submission),
                    "--course", str(course.root), "--out", str(out), "--threads", str(threads)]
         if within is not None:
             command += ["--within", str(within)]
@@ -451,10 +471,7 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
             command += ["--hide", *map(str, hide)]
         # The grader's sandboxes go in `sandboxes`, so that they are removed even when the grader
         # is killed before it can remove them itself.
-        environment = {**os.environ, SANDBOX_FOLDER: sandboxes, PARENT_VARIABLE: str(os.getpid()),
-                       "PYTHONPATH": os.pathsep.join([str(course.root),
-                                                      os.environ.get("PYTHONPATH", "")]
-                                                     ).rstrip(os.pathsep)}
+        environment = {**os.environ, SANDBOX_FOLDER: sandboxes, PARENT_VARIABLE: str(os.getpid())}
         process = GRADERS.start(command, cwd=course.root, env=environment, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
@@ -492,32 +509,13 @@ def _ending(code: int) -> str:
 
 
 # -- reports with every check ---------------------------------------------------------------------
-def _groups_by_notebook(course: Course, assignment_id: str) -> dict[str, list]:
-    """Each notebook of the assignment -> its check groups (by the source's test cells); groups no
-    test cell names go with the first notebook."""
-    assignment = course.assignment(assignment_id)
-    placed: dict[str, list] = {name: [] for name in assignment.notebooks}
-    homes = {}
-    for name in assignment.notebooks:
-        try:
-            source = nbtools.read(course.source_dir / assignment_id / name)
-        except (OSError, ValueError):
-            continue
-        for cell in source.cells:
-            if nbtools.is_test(cell) and nbtools.grade_id(cell):
-                homes.setdefault(nbtools.grade_id(cell), name)
-    for group in assignment.checks:
-        placed[homes.get(group.id, assignment.notebooks[0])].append(group)
-    return placed
-
-
 def zero_report(course: Course, assignment_id: str | None, name: str, template: str,
                 params: dict | None = None, error: str | None = None) -> SubmissionReport:
     """A report that scores nothing and lists every check of the assignment (so that its maximum
     is the assignment's) with `template` as the reason; no checks when the assignment is None."""
     report = SubmissionReport(assignment_id or "", name, error=error)
     if assignment_id:
-        for notebook, groups in _groups_by_notebook(course, assignment_id).items():
+        for notebook, groups in groups_by_notebook(course, assignment_id).items():
             report.notebooks.append(NotebookReport(notebook, tests=[
                 TestResult(test_id, 0.0, points, template, dict(params or {}))
                 for group in groups for test_id, points in zip(group.test_ids(),
@@ -585,7 +583,7 @@ def _say_isolation(course: Course) -> None:
     """How student code will be isolated on this machine, on stderr, once for the batch, when it
     is weaker than bubblewrap or refused (each result says it too, but a table of zeros alone
     would not tell the instructor why)."""
-    from .sandbox.launch import SandboxConfig, choose_isolation
+    from ..sandbox.launch import SandboxConfig, choose_isolation
 
     isolation = choose_isolation(SandboxConfig.from_course(course, {}, 1, []))
     for line in (isolation.refusal, isolation.warning):
@@ -614,13 +612,15 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
     _warn(found)
     _say_isolation(course)
     version = grader_version(course)
-    options = json.dumps([assignment, sorted(skip), lang])
     threads = threads or student_threads(course)
     hide = [out.resolve(), *[Path(p).resolve() for p in paths]]
     outcomes = Outcomes(ignored=found.ignored, warnings=found.warnings)
     todo = []
     for item in found.submissions:
         folder = out / item.name
+        # the submission's content, the graders and the course decide "unchanged", not how the
+        # command was spelt (with or without --assignment)
+        options = json.dumps([graded_as(course, item, assignment), sorted(skip), lang])
         stamp = fingerprint(item.path, version, options, item.within)
         previous = None if force else _previous_results(folder, stamp)
         if previous:

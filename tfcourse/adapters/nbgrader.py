@@ -35,12 +35,12 @@ from traitlets import Bool, Unicode
 from tfcourse import notebook as nbtools
 from tfcourse.course import load_course
 
-from .report import SubmissionReport
-from .results import say
-from .runner import grade_in_child, student_threads, zero_report
-from .submission import KIND_WORDS, kind_inside
+from ..grading.report import SubmissionReport
+from ..grading.results import Feedback, feedback
+from ..grading.runner import grade_in_child, student_threads, zero_report
+from ..grading.submission import KIND_WORDS, kind_inside
 
-COURSE_ROOT = Path(__file__).resolve().parents[1]
+COURSE_ROOT = Path(__file__).resolve().parents[2]        # the course folder above tfcourse/
 PLACEHOLDER = "# graded by tfcourse's autograder (see this cell's output)"
 
 
@@ -56,20 +56,15 @@ def grade_with_runner(nb, assignment_id: str, notebook_name: str,
                               skip=[], hide=[])
 
 
-def verdict_outputs(report: SubmissionReport, group, lang: str) -> list:
-    """The outputs a test cell shows for its group's results (nbgrader reads its points off them)."""
-    tests = {test.id: test for test in report.tests}
-    lines, score = [], 0.0
-    for name, points in group.tests.items():
-        test = tests.get(f"{group.id}.{name}")
-        if test is None:
-            lines.append(f"✗ {name}: " + say("not graded: {reason}",
-                                              {"reason": report.error or "missing"}, lang))
-            continue
-        score += test.points
-        mark = "✓" if test.passed else "✗"
-        text = "" if test.passed else ": " + say(test.template, test.params, lang)
-        lines.append(f"{mark} {say(name, None, lang)} ({test.points:g}/{points:g}){text}")
+def cell_outputs(view: Feedback, group) -> list:
+    """The outputs a test cell shows for its group's results (nbgrader reads its points off
+    them): a line per check; nothing more for full marks, the points as the cell's result for
+    part marks, an error for none."""
+    part = view.part(group.id)
+    rows = part.rows if part is not None else ()
+    lines = [f"{'✓' if row.passed else '✗'} {row.name} ({row.score:g}/{row.max_score:g})"
+             + ("" if row.passed else f": {row.failure}") for row in rows]
+    score = part.score if part is not None else 0.0
     summary = "\n".join(lines) + "\n"
     if score >= group.points:
         return [new_output("stream", name="stdout", text=summary)]
@@ -77,8 +72,8 @@ def verdict_outputs(report: SubmissionReport, group, lang: str) -> list:
         return [new_output("stream", name="stdout", text=summary),
                 new_output("execute_result", data={"text/plain": f"{score:g}"},
                            execution_count=None)]
-    return [new_output("error", ename="ChecksFailed", evalue=say("no points for {group}",
-                                                                  {"group": group.id}, lang),
+    return [new_output("error", ename="ChecksFailed",
+                       evalue=view.say("no points for {group}", {"group": group.id}),
                        traceback=summary.splitlines())]
 
 
@@ -105,11 +100,12 @@ def _score_test_cells(nb, resources, lang_option: str, execute=None):
             cell.source = PLACEHOLDER
     if execute is not None:
         nb, resources = execute(nb, resources)
+    view = feedback(course, report, lang)
     for group in assignment.checks:
         cell = tests.get(group.id)
         if cell is not None:
             cell.source = sources[group.id]
-            cell.outputs = verdict_outputs(report, group, lang)
+            cell.outputs = cell_outputs(view, group)
     resources.setdefault("tfcourse", {})["report"] = report.to_dict()
     return nb, resources
 

@@ -8,12 +8,11 @@ import math
 
 import torch
 
-from ..framework import (Fail, as_tensor, check, close, expect_kind, expect_like, expect_shape,
-                         expect_varies, largest_gap, pair, swapped)
-from ..sandbox import standins
-from ..sandbox.session import StudentError
+from tfcourse.grading.framework import (Fail, as_tensor, close, expect_kind, expect_like, expect_shape,
+                         expect_varies, first_match, largest_gap, pair, swapped)
+from . import standins
+from tfcourse.sandbox.session import StudentError
 
-A = "01-attention"
 SDPA = "scaled_dot_product_attention"
 
 
@@ -42,15 +41,7 @@ def _variants(q, k, v, mask=None):
     ]
 
 
-def _hint(got, variants, ctx):
-    for candidate, hint in variants:
-        if candidate.shape == got.shape and close(got, candidate, ctx.atol, ctx.rtol):
-            return hint
-    return ""
-
-
-@check(A, "sdpa.shapes")
-def sdpa_shapes(ctx):
+def test_sdpa_shapes(ctx):
     ctx.seed(11)
     q, k, v = ctx.randn(2, 3, 5, 4), ctx.randn(2, 3, 7, 4), ctx.randn(2, 3, 7, 6)
     try:
@@ -70,8 +61,7 @@ def sdpa_shapes(ctx):
     expect_shape(weights, (5, 7), "the weights for q [5, 4], k [7, 4] (no batch axes)")
 
 
-@check(A, "sdpa.softmax")
-def sdpa_softmax(ctx):
+def test_sdpa_softmax(ctx):
     ctx.seed(12)
     q, k, v = ctx.randn(2, 3, 5, 4), ctx.randn(2, 3, 7, 4), ctx.randn(2, 3, 7, 6)
     _, weights = _sdpa(ctx, q, k, v)
@@ -89,20 +79,18 @@ def sdpa_softmax(ctx):
                    lo=float(sums.min()), hi=float(sums.max()))
 
 
-@check(A, "sdpa.values")
-def sdpa_values(ctx):
+def test_sdpa_values(ctx):
     ctx.seed(13)
     q, k, v = ctx.randn(2, 3, 5, 4) * 2, ctx.randn(2, 3, 7, 4) * 2, ctx.randn(2, 3, 7, 6)
     out, weights = _sdpa(ctx, q, k, v)
     expected_out, expected_weights = ctx.ref[SDPA](q, k, v)
     ctx.expect_close(weights, expected_weights, "the weights",
-                     hint=_hint(out, _variants(q, k, v), ctx))
+                     hint=first_match(out, _variants(q, k, v), ctx.atol, ctx.rtol))
     ctx.expect_close(out, expected_out, "the output",
                      hint="the weights are right, so look at how they combine the values")
 
 
-@check(A, "sdpa.mask")
-def sdpa_mask(ctx):
+def test_sdpa_mask(ctx):
     """Masking, apart from everything else: with a mask, the weights must be the function's own
     weights without it, zero where the mask blocks and renormalised over the keys it keeps. So a
     wrong scale (sdpa.values) does not cost these points too."""
@@ -184,16 +172,14 @@ def _student_mha(ctx, seed=21, strict=True):
     check of behaviour) they are loaded in their order when the names do not match."""
     reference = ctx.reference_module("MultiHeadAttention", D, H, seed=seed)
     student = ctx.new("MultiHeadAttention", D, H, seed=seed)
-    missing, unexpected = student.load(reference.state_dict())
-    if (missing or unexpected) and not strict:
-        if student.load_by_position(reference):      # the same layers under other names
-            return reference, student
-        raise Fail("MultiHeadAttention's behaviour cannot be checked: it has no parameters like "
-                   "the assignment's four nn.Linear(12, 12) (see the structure check)")
-    if missing or unexpected:
-        raise Fail("cannot load the reference's weights by name (missing: {missing}; "
-                   "unexpected: {unexpected}); the parameters must be w_q, w_k, w_v, w_o",
-                   missing=missing or "none", unexpected=unexpected or "none")
+    student.load_reference(
+        reference, strict=strict,
+        unmatched=Fail("MultiHeadAttention's behaviour cannot be checked: it has no parameters "
+                       "like the assignment's four nn.Linear(12, 12) (see the structure check)"),
+        by_name=lambda missing, unexpected: Fail(
+            "cannot load the reference's weights by name (missing: {missing}; unexpected: "
+            "{unexpected}); the parameters must be w_q, w_k, w_v, w_o",
+            missing=missing or "none", unexpected=unexpected or "none"))
     return reference, student
 
 
@@ -206,21 +192,16 @@ def _run_mha(ctx, student, x_q, x_kv, mask=None):
     return out, used
 
 
-@check(A, "mha.structure")
-def mha_structure(ctx):
+def test_mha_structure(ctx):
     student = ctx.new("MultiHeadAttention", D, H)
     expected = {f"w_{x}.{p}": ([D, D] if p == "weight" else [D]) for x in "qkvo"
                 for p in ("weight", "bias")}
-    missing, unexpected, wrong = student.compare(expected)
-    if missing or unexpected or wrong:
-        raise Fail("MultiHeadAttention(12, 3) should have exactly four nn.Linear(12, 12) with bias "
-                   "named w_q, w_k, w_v, w_o (missing: {missing}; unexpected: {unexpected}; wrong "
-                   "shape: {wrong})", missing=missing or "none", unexpected=unexpected or "none",
-                   wrong=wrong or "none")
+    student.expect_parameters(expected, "MultiHeadAttention(12, 3) should have exactly four "
+                              "nn.Linear(12, 12) with bias named w_q, w_k, w_v, w_o (missing: "
+                              "{missing}; unexpected: {unexpected}; wrong shape: {wrong})")
 
 
-@check(A, "mha.self")
-def mha_self(ctx):
+def test_mha_self(ctx):
     ctx.seed(22)
     reference, student = _student_mha(ctx)
     x = ctx.randn(2, 5, D)
@@ -230,8 +211,7 @@ def mha_self(ctx):
                      "w_o is applied last")
 
 
-@check(A, "mha.cross")
-def mha_cross(ctx):
+def test_mha_cross(ctx):
     ctx.seed(23)
     reference, student = _student_mha(ctx, seed=24)
     x, memory = ctx.randn(2, 5, D), ctx.randn(2, 7, D)
@@ -243,8 +223,7 @@ def mha_cross(ctx):
     _expect_mha(ctx, out, reference, x, memory, None, used, what)
 
 
-@check(A, "mha.mask")
-def mha_mask(ctx):
+def test_mha_mask(ctx):
     ctx.seed(25)
     reference, student = _student_mha(ctx, seed=26, strict=False)
     x = ctx.randn(2, 6, D)
@@ -289,8 +268,7 @@ def mha_mask(ctx):
 
 
 # -- masks ---------------------------------------------------------------------------------------
-@check(A, "masks.causal")
-def masks_causal(ctx):
+def test_masks_causal(ctx):
     # Size 1 comes last: there a mask that blocks the diagonal is also the inverse of the right
     # one, and the message must name the real cause.
     for size in (4, 7, 1):
@@ -309,8 +287,7 @@ def masks_causal(ctx):
                        size=size)
 
 
-@check(A, "masks.padding")
-def masks_padding(ctx):
+def test_masks_padding(ctx):
     for pad_id in (0, 9):
         tokens = torch.tensor([[1, 2, 3, pad_id, pad_id, pad_id], [4, 5, 6, 7, 8, pad_id],
                                [3, 3, 3, 3, 3, 3]])

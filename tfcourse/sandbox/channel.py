@@ -16,9 +16,9 @@ import torch
 MAX_HEADER = 16 * 1024 * 1024
 MAX_PAYLOAD = 512 * 1024 * 1024          # what the student's side accepts from the grader
 REPLY_LIMIT = 8 * 1024 * 1024            # what the grader accepts from student code: a reply
-# The grader imports this file as autograder.sandbox.channel; the sandbox runs a copy of it as
+# The grader imports this file as tfcourse.sandbox.channel; the sandbox runs a copy of it as
 # `channel`. Each side receives with its own limit unless it passes another.
-TRUSTED = __name__.startswith("autograder.")
+TRUSTED = __name__.startswith("tfcourse.")
 RECEIVE_LIMIT = REPLY_LIMIT if TRUSTED else MAX_HEADER + MAX_PAYLOAD
 MAX_DEPTH = 32
 MAX_TENSORS = 1 << 16
@@ -66,10 +66,10 @@ def _encode(value, buffers, depth=0):
         return value if math.isfinite(value) else {"__float__": repr(value)}
     if isinstance(value, torch.Tensor):
         tensor = value.detach().to("cpu")
-        if tensor.dtype not in _NAMES:
-            tensor = tensor.to(torch.float64 if tensor.is_floating_point() else torch.int64)
         if tensor.is_complex() or tensor.layout != torch.strided:
             raise ValueError(f"cannot send a tensor of dtype {tensor.dtype}, layout {tensor.layout}")
+        if tensor.dtype not in _NAMES:
+            tensor = tensor.to(torch.float64 if tensor.is_floating_point() else torch.int64)
         tensor = tensor.contiguous()
         data = tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
         buffers.append(data)

@@ -17,7 +17,7 @@ from . import channel
 from .launch import Sandbox, SandboxConfig
 
 if TYPE_CHECKING:
-    from ..submission import Cell
+    from ..grading.submission import Cell
 
 
 @dataclass
@@ -74,7 +74,6 @@ class StudentSession:
     deadline: float                      # time.monotonic() by which all grading must end
     outcomes: list[CellOutcome] = field(default_factory=list)
     tripped: set[str] = field(default_factory=set)
-    restarts: int = 0
     prestarted: Sandbox | None = None    # a sandbox already started for this session
     warning: str | None = None
     peak_rss_kb: int = 0
@@ -147,7 +146,6 @@ class StudentSession:
 
     def ensure_running(self) -> None:
         if self._sandbox is None or not self._sandbox.alive():
-            self.restarts += 1
             self.start()
 
     def close(self) -> None:

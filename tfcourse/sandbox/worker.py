@@ -15,8 +15,12 @@ import time
 import traceback
 
 import channel
-import standins
 import torch
+
+try:                            # the course's stand-ins (autograder/standins.py), copied beside
+    import standins             # this file; a course without them has no probes
+except ImportError:
+    standins = None
 
 TRACEBACK_CHARS = 3000
 

@@ -8,12 +8,11 @@ import itertools
 
 import torch
 
-from ..framework import (Fail, as_tensor, check, close, compare_parameters, expect_kind,
-                         expect_shape, expect_varies, swapped)
-from ..sandbox import standins
-from ..sandbox.session import StudentError
+from tfcourse.grading.framework import (Fail, as_tensor, close, expect_kind, expect_shape,
+                         expect_varies, first_match, parameter_shapes, swapped)
+from . import standins
+from tfcourse.sandbox.session import StudentError
 
-A = "02-layers"
 D, H, FF = 12, 3, 20
 
 
@@ -35,71 +34,47 @@ def _pe_variants(T, d):
     ]
 
 
-@check(A, "positions.shape")
-def positions_shape(ctx):
+def test_positions_shape(ctx):
     for T, d in ((9, 14), (1, 6), (40, 32)):
         got = expect_shape(ctx.call("positional_encoding", T, d), (T, d),
                            f"positional_encoding({T}, {d})")
         expect_kind(got, "floating", f"positional_encoding({T}, {d})")
 
 
-@check(A, "positions.values")
-def positions_values(ctx):
+def test_positions_values(ctx):
     for T, d in ((50, 16), (9, 14)):
         got = expect_shape(ctx.call("positional_encoding", T, d), (T, d),
                            f"positional_encoding({T}, {d})")
         expected = ctx.ref["positional_encoding"](T, d)
         if not close(got, expected, 1e-4, 1e-4):
-            for variant, hint in _pe_variants(T, d):
-                if close(got, variant, 1e-4, 1e-4):
-                    raise Fail("positional_encoding({T}, {d}) is not the paper's table: {hint}",
-                               T=T, d=d, hint=hint)
+            hint = first_match(got, _pe_variants(T, d), 1e-4, 1e-4)
+            if hint:
+                raise Fail("positional_encoding({T}, {d}) is not the paper's table: {hint}",
+                           T=T, d=d, hint=hint)
             ctx.expect_close(got, expected, f"positional_encoding({T}, {d})")
 
 
 # -- feed-forward ----------------------------------------------------------------------------------
-def _under(name: str, paths) -> bool:
-    return any(name == path or name.startswith(path + ".") for path in paths)
-
-
-def _outside(names, skipped):
-    """The names that do not lie under one of the `skipped` submodule paths."""
-    return {name: value for name, value in names.items() if not _under(name, skipped)}
-
-
 def _names_and_shapes(ctx, handle, reference, what, skipped=()):
     """The parameters' names and shapes match the reference's, outside the `skipped` submodules
     (the parts graded on their own, which a layer only has to contain)."""
-    expected = _outside({name: list(p.shape) for name, p in reference.named_parameters()}, skipped)
-    inside = {handle.identity[name] for name in handle.parameters if _under(name, skipped)}
-    got = {name: shape for name, shape in handle.parameters.items()
-           if handle.identity[name] not in inside}
-    missing, unexpected, wrong = compare_parameters(got, handle.identity, expected)
-    if missing or unexpected or wrong:
-        raise Fail("{what}'s parameters do not match the assignment (missing: {missing}; "
-                   "unexpected: {unexpected}; wrong shape: {wrong})", what=what,
-                   missing=missing or "none", unexpected=unexpected or "none",
-                   wrong=wrong or "none")
+    handle.expect_parameters(parameter_shapes(reference, skipped),
+                             "{what}'s parameters do not match the assignment (missing: {missing}; "
+                             "unexpected: {unexpected}; wrong shape: {wrong})", skipped, what=what)
 
 
-def _load(student, reference, cls, skipped=(), strict=True) -> bool:
-    """The reference's weights into the student's module, outside the `skipped` submodules.
-
-    When the names do not match, a strict load fails the check, while a check of behaviour only
-    (strict=False) loads them in their order into parameters of the same shapes (a working module
-    under other names), and fails when the module has none like them."""
-    missing, unexpected = student.load(_outside(reference.state_dict(), skipped))
-    missing = list(_outside(dict.fromkeys(missing), skipped))
-    if (missing or unexpected) and not strict:
-        if student.load_by_position(reference, skipped):
-            return True
-        raise Fail("{cls}'s behaviour cannot be checked: it has no parameters like the "
-                   "assignment's (see the params check)", cls=cls)
-    if missing or unexpected:
-        raise Fail("cannot load the reference's weights into {cls} by name (missing: {missing}; "
-                   "unexpected: {unexpected})", cls=cls, missing=missing or "none",
-                   unexpected=unexpected or "none")
-    return True
+def _load(student, reference, cls, skipped=(), strict=True) -> None:
+    """The reference's weights into the student's module, outside the `skipped` submodules, by
+    name; with strict=False (a check of behaviour), in their order when the names do not match
+    (see Handle.load_reference)."""
+    student.load_reference(
+        reference, skipped=skipped, strict=strict,
+        unmatched=Fail("{cls}'s behaviour cannot be checked: it has no parameters like the "
+                       "assignment's (see the params check)", cls=cls),
+        by_name=lambda missing, unexpected: Fail(
+            "cannot load the reference's weights into {cls} by name (missing: {missing}; "
+            "unexpected: {unexpected})", cls=cls, missing=missing or "none",
+            unexpected=unexpected or "none"))
 
 
 def _loaded(ctx, cls, *args, seed=0, **kwargs):
@@ -110,14 +85,12 @@ def _loaded(ctx, cls, *args, seed=0, **kwargs):
     return reference, student
 
 
-@check(A, "ffn.structure")
-def ffn_structure(ctx):
+def test_ffn_structure(ctx):
     handle = ctx.new("FeedForward", D, FF)
     _names_and_shapes(ctx, handle, ctx.reference_module("FeedForward", D, FF), "FeedForward(12, 20)")
 
 
-@check(A, "ffn.values")
-def ffn_values(ctx):
+def test_ffn_values(ctx):
     ctx.seed(31)
     reference, student = _loaded(ctx, "FeedForward", D, FF, seed=32)
     x = ctx.randn(2, 5, D)
@@ -151,8 +124,7 @@ def _with_probes(ctx, cls, paths, seed, dropout=0.3, strict=True):
         setattr(reference, path, twin)
         probes[path] = handle
     _distinct_norms(reference, seed)
-    if not _load(student, reference, cls, skipped=paths, strict=strict):
-        reference = None
+    _load(student, reference, cls, skipped=paths, strict=strict)
     return reference, student, probes
 
 
@@ -243,13 +215,6 @@ def _encoder_variants(reference, x, mask):
                            [reference.norm1, reference.norm2], ["self-attention", "feed-forward"])
 
 
-def _match_hint(got, variants, ctx):
-    for candidate, hint in variants:
-        if isinstance(got, torch.Tensor) and close(got, candidate, ctx.atol, ctx.rtol):
-            return hint
-    return ""
-
-
 def _same_mask(given, mask: torch.Tensor, weights_shape) -> bool:
     """Whether `given` blocks what `mask` blocks in attention weights of `weights_shape` [B, h, Tq,
     Tk]: a mask passed on as it was, or reshaped or expanded to the same effect."""
@@ -263,13 +228,11 @@ def _same_mask(given, mask: torch.Tensor, weights_shape) -> bool:
     return given.dim() == len(weights_shape) and torch.equal(given, mask)
 
 
-@check(A, "encoder.params")
-def encoder_params(ctx):
+def test_encoder_params(ctx):
     _layer_params(ctx, "EncoderLayer", 12704, 12704 - 8352)
 
 
-@check(A, "encoder.values")
-def encoder_values(ctx):
+def test_encoder_values(ctx):
     ctx.seed(41)
     reference, student, _ = _with_probes(ctx, "EncoderLayer", ("self_attn", "ffn"), seed=42)
     x = ctx.randn(2, 5, D)
@@ -277,7 +240,8 @@ def encoder_values(ctx):
     with torch.no_grad():
         expected = reference(x)
     ctx.expect_close(got, expected, "EncoderLayer on x [2, 5, 12] (eval mode)",
-                     hint=_match_hint(got, _encoder_variants(reference, x, None), ctx))
+                     hint=first_match(got, _encoder_variants(reference, x, None), ctx.atol,
+                                      ctx.rtol))
 
 
 MASK_CAUSES = {
@@ -302,8 +266,7 @@ def _mask_cause(calls, mask, weights_shape, path="self_attn") -> str:
     return "the mask was passed on, but something else mixes the positions"
 
 
-@check(A, "encoder.mask")
-def encoder_mask(ctx):
+def test_encoder_mask(ctx):
     ctx.seed(43)
     reference, student, probes = _with_probes(ctx, "EncoderLayer", ("self_attn", "ffn"), seed=44,
                                               strict=False)
@@ -348,14 +311,12 @@ def _dropout_check(ctx, cls, paths, args, extra=()):
                    "sublayers' outputs should go through dropout")
 
 
-@check(A, "encoder.dropout")
-def encoder_dropout(ctx):
+def test_encoder_dropout(ctx):
     ctx.seed(45)
     _dropout_check(ctx, "EncoderLayer", ("self_attn", "ffn"), (ctx.randn(2, 5, D),))
 
 
-@check(A, "decoder.params")
-def decoder_params(ctx):
+def test_decoder_params(ctx):
     _layer_params(ctx, "DecoderLayer", 16992, 16992 - 8352)
 
 
@@ -370,8 +331,7 @@ def _decoder_inputs(ctx):
 PATHS = ("self_attn", "cross_attn", "ffn")
 
 
-@check(A, "decoder.values")
-def decoder_values(ctx):
+def test_decoder_values(ctx):
     ctx.seed(61)
     reference, student, _ = _with_probes(ctx, "DecoderLayer", PATHS, seed=62)
     y, memory, self_mask, memory_mask = _decoder_inputs(ctx)
@@ -383,7 +343,7 @@ def decoder_values(ctx):
         y, [lambda h: sa(h, h, self_mask), lambda h: ca(h, memory, memory_mask), reference.ffn],
         [reference.norm1, reference.norm2, reference.norm3],
         ["self-attention", "cross-attention", "feed-forward"])
-    hint = _match_hint(got, variants, ctx)
+    hint = first_match(got, variants, ctx.atol, ctx.rtol)
     ctx.expect_close(got, expected, "DecoderLayer on y [2, 5, 12], memory [2, 7, 12] (eval mode)",
                      hint=hint)
 
@@ -428,8 +388,7 @@ def _decoder_wiring(probes, target: int, source: int) -> str | None:
     return None
 
 
-@check(A, "decoder.masks")
-def decoder_masks(ctx):
+def test_decoder_masks(ctx):
     ctx.seed(63)
     _, student, probes = _with_probes(ctx, "DecoderLayer", PATHS, seed=64, strict=False)
     y, memory, self_mask, memory_mask = _decoder_inputs(ctx)
@@ -464,8 +423,7 @@ def _rewired_decoder(reference, y, self_kv, self_mask, cross_kv, cross_mask) -> 
         return reference.norm3(h + reference.ffn(h))
 
 
-@check(A, "decoder.memory")
-def decoder_memory(ctx):
+def test_decoder_memory(ctx):
     ctx.seed(65)
     reference, student, probes = _with_probes(ctx, "DecoderLayer", PATHS, seed=66, strict=False)
     y, memory, self_mask, memory_mask = _decoder_inputs(ctx)
@@ -492,8 +450,7 @@ def decoder_memory(ctx):
                        "input, the same tensor as its queries, not from the memory")
 
 
-@check(A, "decoder.dropout")
-def decoder_dropout(ctx):
+def test_decoder_dropout(ctx):
     ctx.seed(67)
     y, memory, self_mask, memory_mask = _decoder_inputs(ctx)
     _dropout_check(ctx, "DecoderLayer", PATHS, (y, memory), (self_mask, memory_mask))
@@ -546,8 +503,7 @@ def _tokens(ctx):
     return tokens
 
 
-@check(A, "classifier.structure")
-def classifier_structure(ctx):
+def test_classifier_structure(ctx):
     handle = ctx.new("EncoderClassifier", swap_globals=STAND_INS, **CLASSIFIER)
     _names_and_shapes(ctx, handle, ctx.reference_module("EncoderClassifier", **CLASSIFIER),
                       "EncoderClassifier", skipped=["layers"])
@@ -562,8 +518,7 @@ def classifier_structure(ctx):
                    "the stack")
 
 
-@check(A, "classifier.logprobs")
-def classifier_logprobs(ctx):
+def test_classifier_logprobs(ctx):
     ctx.seed(71)
     run = _classifier_with_probes(ctx, seed=72)
     out, _ = run(_tokens(ctx))
@@ -576,8 +531,7 @@ def classifier_logprobs(ctx):
                    hi=float(total.max()))
 
 
-@check(A, "classifier.padding")
-def classifier_padding(ctx):
+def test_classifier_padding(ctx):
     ctx.seed(73)
     run = _classifier_with_probes(ctx, seed=74)
     tokens = _tokens(ctx)
@@ -593,8 +547,7 @@ def classifier_padding(ctx):
                    "padding_mask to every layer) and left out of the mean")
 
 
-@check(A, "classifier.values")
-def classifier_values(ctx):
+def test_classifier_values(ctx):
     ctx.seed(75)
     run = _classifier_with_probes(ctx, seed=76)
     got, candidates = run(_tokens(ctx))

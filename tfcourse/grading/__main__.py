@@ -1,4 +1,4 @@
-"""The trusted grader process: `python -m autograder SUBMISSION --course DIR --out REPORT.json`.
+"""The trusted grader process: `python -m tfcourse.grading SUBMISSION --course DIR --out REPORT.json`.
 
 Grades one submission and writes its report as JSON (atomically, readable by its owner only). The
 student's sandbox is started before the graders are imported, so that both interpreters load torch
@@ -22,7 +22,7 @@ from tfcourse.course import load_course
 from .reference import helper_files
 from .report import Note, SubmissionReport
 from .results import finite
-from .sandbox.launch import Sandbox, SandboxConfig, set_subreaper
+from ..sandbox.launch import Sandbox, SandboxConfig, set_subreaper
 from .submission import KIND_WORDS, find_notebooks, kind_inside, split_submission
 
 PR_SET_PDEATHSIG = 1
@@ -53,8 +53,10 @@ def refused_root(course, submission: Path, within: Path | None, assignment_id: s
     if kind in ("file", "folder", "missing"):
         return None
     if assignment_id is None:
-        assignment_id = course.assignment_of_notebook(parts[-1])
-        assignment_id = assignment_id.id if assignment_id else None
+        for assignment in course.assignments:
+            if parts[-1] in assignment.notebooks:
+                assignment_id = assignment.id
+                break
     report = zero_report(course, assignment_id, submission.name,
                          "not graded: the notebook could not be read")
     report.notes.append(Note("{name} is {what}; only regular files and folders are graded",

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tfcourse import notebook
 from tfcourse.course import Course
+from tfcourse.source import SourceNotebook, source_notebook
 from tfcourse.i18n import phrase
 
 from .report import Note
@@ -456,31 +457,25 @@ def _compiles(source: str) -> bool:
         return False
 
 
-_LANGUAGE = re.compile(r'use_language\("\w*"\)')
-
-
 def _as_released(source: str) -> str:
     """A read-only cell as students get it, in any edition: hidden tests out, language unset."""
-    return _LANGUAGE.sub("use_language()", notebook.strip_hidden_tests(source)).strip()
+    return notebook.set_language(notebook.strip_hidden_tests(source), None).strip()
 
 
-def build_program(source_nb, submitted: dict | None) -> Program:
-    """The cells to run for a submission, given its trusted source notebook."""
-    setup = [Cell(f"setup {n + 1}" if n else "setup", notebook.text(cell), from_student=False)
-             for n, cell in enumerate(notebook.cells_with_role(source_nb, "setup"))]
-    kinds = {}
-    for cell in source_nb.cells:
-        gid = notebook.grade_id(cell)
-        if gid:
-            kinds[gid] = ("solution" if notebook.is_solution(cell) else
-                          "test" if notebook.is_test(cell) else "locked")
-    solution_ids = {gid for gid, kind in kinds.items() if kind == "solution"}
+def build_program(source: SourceNotebook | notebook.Node, submitted: dict | None) -> Program:
+    """The cells to run for a submission, given its trusted source notebook (its model, or the
+    parsed notebook)."""
+    if not isinstance(source, SourceNotebook):
+        source = SourceNotebook.parse(Path("source.ipynb"), source)
+    setup = [Cell(f"setup {n + 1}" if n else "setup", text, from_student=False)
+             for n, text in enumerate(source.setup)]
+    kinds = source.kinds
+    solution_ids = source.solution_ids
     if submitted is None:
         return Program(setup, [], readable=False, solution_ids=solution_ids)
 
     notes, cells, seen = [], list(setup), set()
-    originals = {notebook.grade_id(c): notebook.text(c) for c in source_nb.cells
-                 if notebook.grade_id(c)}
+    originals = source.originals
     for index, cell in enumerate(submitted["cells"], start=1):
         kind_of_cell = cell.get("cell_type")
         source = notebook.text(cell)
@@ -524,9 +519,11 @@ def build_program(source_nb, submitted: dict | None) -> Program:
 
 
 def load_program(source_path: Path, submitted: NotebookFile | Path,
-                 size_limit_mb: float) -> Program:
-    """The program for one notebook of a submission, as found by `find_notebooks`."""
-    source_nb = notebook.read(source_path)
+                 size_limit_mb: float, source: SourceNotebook | None = None) -> Program:
+    """The program for one notebook of a submission, as found by `find_notebooks`. `source` is
+    the model of the source notebook at `source_path` (read from there, once, when not given:
+    tfcourse/source.py)."""
+    source_nb = source if source is not None else source_notebook(source_path)
     found = submitted if isinstance(submitted, NotebookFile) else NotebookFile.at(submitted)
     if found.kind == "missing":
         program = build_program(source_nb, None)
@@ -550,10 +547,7 @@ def load_program(source_path: Path, submitted: NotebookFile | Path,
 
 def file_limit_mb(course: Course) -> float:
     """The hard limit on a notebook file (course.yaml `limits.notebook_file_mb`, else 256 MB)."""
-    try:
-        return float(course.limits.get("notebook_file_mb", FILE_LIMIT_MB))
-    except (TypeError, ValueError):
-        return FILE_LIMIT_MB
+    return course.limit("notebook_file_mb")
 
 
 def candidates_in(course: Course, base: Path, parts: tuple[str, ...]

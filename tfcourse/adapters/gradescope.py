@@ -4,11 +4,12 @@ Gradescope unzips the bundle into /autograder/source and runs its setup.sh once,
 the grading image. For each submission it runs /autograder/run_autograder with the student's files
 in /autograder/submission, and reads /autograder/results/results.json.
 
-The bundle holds the hidden graders (`autograder/`), the public package (`tfcourse/`), course.yaml,
+The bundle holds the hidden graders (`autograder/`), the tfcourse package (`tfcourse/`, which
+setup.sh installs with its `grading` extra: pytest), course.yaml,
 and the source notebooks of the assignment and of those it builds on: the reference solution is read
 from them, so run_autograder makes them unreadable to anyone but root before grading, and the
 student's code runs as an unprivileged user (the sandbox sees to that). `python -m
-autograder.gradescope` is what run_autograder runs: it grades with `runner.grade_one` and writes
+tfcourse.adapters.gradescope` is what run_autograder runs: it grades with `runner.grade_one` and writes
 results.json atomically; whatever fails, a results.json with score 0 and the reason is written (by
 run_autograder itself when Python cannot even start).
 
@@ -34,10 +35,11 @@ from pathlib import Path
 import yaml
 
 from tfcourse.course import Course, CourseError, load_course
+from tfcourse.source import providers
 
-from .report import Note, SubmissionReport
-from .results import gradescope_json, say, strict_json, write_atomically
-from .runner import grade_one
+from ..grading.report import Note, SubmissionReport
+from ..grading.results import gradescope_json, say, strict_json, write_atomically
+from ..grading.runner import grade_one
 
 ROOT_VARIABLE = "TFCOURSE_GRADESCOPE_ROOT"
 PACKAGES = ("autograder", "tfcourse")
@@ -69,13 +71,13 @@ python3 -m venv /opt/tfcourse
 # Linux build pulls several GB of CUDA libraries: the image builds faster and starts faster, and
 # grading is the same. The version is the one this bundle was built with.
 /opt/tfcourse/bin/pip install -q "{torch}" --index-url https://download.pytorch.org/whl/cpu
-/opt/tfcourse/bin/pip install -q .
+/opt/tfcourse/bin/pip install -q ".[grading]"
 chmod -R a+rX /opt/tfcourse
 /opt/tfcourse/bin/python -c "import torch, tfcourse; print('torch', torch.__version__, 'ready')"
 # How student code will be isolated here, checked now rather than on every submission: the image
 # is not built when grading would refuse to run student code (the message says how to fix it).
 # This also measures, once, what torch maps at import (the sandbox's address-space backstop).
-/opt/tfcourse/bin/python -m autograder.sandbox.launch .
+/opt/tfcourse/bin/python -m tfcourse.sandbox.launch .
 """
 
 RUN_AUTOGRADER = """\
@@ -94,7 +96,7 @@ rm -f "$RESULTS"
 chmod go-rwx "$ROOT/source" "$ROOT/results"
 chmod -R go-rwx "$ROOT/source/source"
 cd "$ROOT/source"
-PYTHONPATH="$ROOT/source" "$PYTHON" -m autograder.gradescope --root "$ROOT" \\
+"$PYTHON" -m tfcourse.adapters.gradescope --root "$ROOT" \\
     --assignment {assignment} --lang {lang}
 status=$?
 if [ ! -s "$RESULTS" ]; then
@@ -118,14 +120,9 @@ def failed(lang: str, **extra) -> dict:
 
 # -- building -------------------------------------------------------------------------------------
 def needed_assignments(course: Course, assignment_id: str) -> list[str]:
-    """The assignment and every assignment whose module it uses, directly or not."""
-    found, todo = [], [assignment_id]
-    while todo:
-        current = course.assignment(todo.pop())
-        if current.id not in found:
-            found.append(current.id)
-            todo += [course.provider_of(module).id for module in current.uses]
-    return [a.id for a in course.assignments if a.id in found]          # in course.yaml's order
+    """The assignment and every assignment whose module it uses, directly or not (their source
+    notebooks hold the reference), in course.yaml's order."""
+    return providers(course, assignment_id)
 
 
 def bundle_files(course: Course, assignment_id: str) -> list[tuple[str, Path]]:

@@ -1,0 +1,87 @@
+"""The hidden graders are pytest tests: an instructor runs them with pytest, and the points pytest's
+plugin gives are those of `tfcourse grade` (which runs the same pytest session per submission)."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, make_submission, replace_in, solution_cells
+
+A = "01-attention"
+SCALE = "q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])"
+
+
+def pytest_in(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+                          cwd=folder, capture_output=True, text=True, timeout=900)
+
+
+def course_copy(tmp_path: Path) -> Path:
+    """The course's graders, sources and course.yaml: enough to collect the graders."""
+    copy = tmp_path / "course"
+    copy.mkdir()
+    shutil.copy(ROOT / "course.yaml", copy / "course.yaml")
+    shutil.copytree(ROOT / "autograder", copy / "autograder",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "source", copy / "source")
+    return copy
+
+
+@pytest.mark.slow          # a pytest or python process of its own: seconds
+def test_a_check_without_its_test_stops_pytest_before_grading(tmp_path):
+    course = course_copy(tmp_path)
+    graders = course / "autograder" / "test_attention.py"
+    graders.write_text(graders.read_text().replace("def test_masks_padding(", "def _padding("))
+    run = pytest_in(course, "autograder/test_attention.py", "--collect-only", "-q")
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
+    assert "masks.padding" in run.stderr and "test_attention.py" in run.stderr
+
+
+@pytest.mark.slow          # a pytest or python process of its own: seconds
+def test_a_test_that_grades_no_check_stops_pytest(tmp_path):
+    course = course_copy(tmp_path)
+    graders = course / "autograder" / "test_attention.py"
+    graders.write_text(graders.read_text() + "\n\ndef test_sdpa_stable(ctx):\n    pass\n")
+    run = pytest_in(course, "autograder/test_attention.py", "--collect-only", "-q")
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
+    assert "test_sdpa_stable grades no check of 01-attention" in run.stderr
+
+
+@pytest.mark.slow          # a pytest or python process of its own: seconds
+def test_graders_are_collected_in_course_yaml_order():
+    run = pytest_in(ROOT, "autograder/test_attention.py", "--collect-only", "-q")
+    assert run.returncode == 0, run.stdout + run.stderr
+    names = [line.split("::")[1] for line in run.stdout.splitlines() if "::" in line]
+    assert names == ["test_sdpa_shapes", "test_sdpa_softmax", "test_sdpa_values",
+                     "test_sdpa_mask", "test_mha_structure", "test_mha_self", "test_mha_cross",
+                     "test_mha_mask", "test_masks_causal", "test_masks_padding"]
+
+
+@pytest.mark.slow
+def test_an_instructor_runs_a_grader_with_pytest_and_gets_tfcourse_grades_points(tmp_path,
+                                                                                  grade):
+    answers = {"sdpa-code": replace_in(solution_cells(A)["sdpa-code"], SCALE,
+                                       "q @ k.transpose(-2, -1)")}
+    submission = make_submission(tmp_path / "alice", A, answers) / "attention.ipynb"
+    report = tmp_path / "report.json"
+    run = pytest_in(ROOT, "autograder/test_attention.py", "--submission", str(submission),
+                    "--grade-report", str(report))
+    assert run.returncode == pytest.ExitCode.TESTS_FAILED, run.stdout + run.stderr
+    # pytest's own report: the failing check, with the student's message
+    assert "FAILED autograder/test_attention.py::test_sdpa_values" in run.stdout
+    assert "the scores are not divided by sqrt(d_k)" in run.stdout
+    assert "01-attention: 12/14 points" in run.stdout
+    by_pytest = {t["id"]: t["points"] for t in json.loads(report.read_text())[A]["notebooks"][0]
+                 ["tests"]}
+    by_tfcourse = {t["number"]: t["score"] for t in grade(submission)["tests"]}
+    assert sum(by_pytest.values()) == 12 and by_pytest["sdpa.values"] == 0
+    assert by_tfcourse == by_pytest
+
+    # -k selects checks as for any pytest tests; the others are reported as not run
+    run = pytest_in(ROOT, "autograder/test_attention.py", "--submission", str(submission),
+                    "-k", "mha")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "4 passed, 6 deselected" in run.stdout

@@ -1,0 +1,366 @@
+"""What a grade looks like on the outside: Gradescope's results.json, and feedback for the student.
+
+The report from the grader (report.py: `SubmissionReport`) holds English templates and their
+values. `feedback(course, report, lang)` renders it once in a language, as a `Feedback`: the score,
+the notes, and a row per check of the assignment under the part of the notebook it tests. Every
+rendering is made from that one value: results.json (`results_json`, Gradescope's format), the
+student's feedback.md and feedback.html (`feedback_markdown`, `feedback_html`) and the output of
+each nbgrader test cell (`cell_outputs` in adapters/nbgrader.py); none is made from another's
+output. None contains any of the hidden checks' code.
+"""
+from __future__ import annotations
+
+import contextlib
+import html
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tfcourse.course import Course, CourseError
+from tfcourse.i18n import LOCALE, phrase, render
+
+from .report import SubmissionReport
+
+
+def _course_locale(root: Path) -> Path:
+    """The catalog of a course's own messages (its graders'): autograder/locale."""
+    return Path(root) / "autograder" / "locale"
+
+
+# The course folder this package sits in (tfcourse/ beside autograder/), for `say` without a course.
+FOLDERS = (_course_locale(Path(__file__).resolve().parents[2]), LOCALE)
+
+
+def folders_of(course: Course | None) -> tuple[Path, ...]:
+    """Where messages are translated: the course's catalog (autograder/locale), then tfcourse's."""
+    return FOLDERS if course is None else (_course_locale(course.root), LOCALE)
+
+
+def say(template: str, params: dict | None, lang: str, course: Course | None = None) -> str:
+    """`template` in `lang` (see `folders_of`)."""
+    return render(template, params, lang, folders_of(course))
+
+
+def _stubs(course: Course, assignment_id: str, group_id: str) -> str:
+    """What a check group tests, in the student's words: the names of the stubs it covers."""
+    try:
+        return ", ".join(course.assignment(assignment_id).group(group_id).stubs)
+    except (KeyError, CourseError):
+        return group_id
+
+
+def max_points(course: Course, report: SubmissionReport) -> float:
+    if report.assignment:
+        return course.assignment(report.assignment).points
+    return 0.0
+
+
+# -- the one rendering of a report -----------------------------------------------------------------
+@dataclass(frozen=True)
+class Row:
+    """One check of the assignment, as the student reads it."""
+    id: str                 # "sdpa.values"
+    group: str              # "sdpa"
+    name: str               # the check's name, in the language ("values")
+    title: str              # "scaled_dot_product_attention: values"
+    passed: bool
+    score: float
+    max_score: float
+    failure: str            # why it lost its points, in the language ("" when it passed)
+    message: str            # what a row says: "passed", or the failure
+
+
+@dataclass(frozen=True)
+class Part:
+    """The checks of one group: the part of the notebook they test (its stubs)."""
+    group: str
+    stubs: str
+    rows: tuple[Row, ...]
+
+    @property
+    def score(self) -> float:
+        return sum(row.score for row in self.rows)
+
+    @property
+    def max_score(self) -> float:
+        return sum(row.max_score for row in self.rows)
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """A graded submission in one language: what every rendering shows."""
+    lang: str
+    assignment: str                     # "" when no notebook of the course was found
+    assignment_title: str               # in the language ("" without an assignment)
+    submission: str
+    score: float
+    max_score: float
+    notes: tuple[str, ...]              # about the notebook: one a line, each may have several
+    parts: tuple[Part, ...]             # every check of the assignment, in course.yaml's order
+    seconds: float
+    notebooks: tuple[dict, ...]         # per notebook: name, seconds, sandbox, memory, extra
+    grader_error: str | None            # the grader itself failed (for the instructor)
+    internal_errors: tuple[str, ...]    # checks the grader could not run
+    folders: tuple[Path, ...] = field(default=FOLDERS, repr=False)     # the catalogs
+
+    @property
+    def rows(self) -> list[Row]:
+        return [row for part in self.parts for row in part.rows]
+
+    def part(self, group_id: str) -> Part | None:
+        return next((part for part in self.parts if part.group == group_id), None)
+
+    @property
+    def summary(self) -> str:
+        rows = self.rows
+        return self.say("{passed} of {total} checks passed",
+                        {"passed": sum(row.passed for row in rows), "total": len(rows)})
+
+    def say(self, template: str, params: dict | None = None) -> str:
+        """`template` in the feedback's language."""
+        return render(template, params, self.lang, self.folders)
+
+
+def feedback(course: Course, report: SubmissionReport, lang: str) -> Feedback:
+    """The report rendered in `lang`: a row for every check of its assignment (a check the report
+    lacks is not graded, and says why), the notes, the score out of the assignment's points."""
+    assignment = report.assignment
+    graded = {test.id: test for test in report.tests}
+    parts: dict[str, list[Row]] = {}
+    wanted = course.assignment(assignment).test_ids() if assignment else []
+    for test_id in wanted:
+        group_id, _, name = test_id.partition(".")
+        test = graded.get(test_id)
+        points = course.assignment(assignment).points_of(test_id)
+        if test is None:
+            template = "not graded: {reason}"
+            params = {"reason": phrase("the grader failed") if report.error
+                      else phrase("no notebook held it")}
+            score, passed = 0.0, False
+        else:
+            template, params, score, passed = test.template, test.params, test.points, test.passed
+        failure = "" if passed else say(template, params, lang, course)
+        shown = say(name, None, lang, course)
+        parts.setdefault(group_id, []).append(Row(
+            id=test_id, group=group_id, name=shown,
+            title=f"{_stubs(course, assignment, group_id)}: {shown}", passed=passed, score=score,
+            max_score=points, failure=failure,
+            message=say("passed", None, lang, course) if passed else failure))
+    notes = [say(note.template, note.params, lang, course) for note in report.notes]
+    for notebook in report.notebooks:
+        notes += [f"{notebook.name}: " + say(note.template, note.params, lang, course)
+                  for note in notebook.notes]
+    if report.error:
+        notes.insert(0, say("the grader failed on this submission, so nothing was scored; your "
+                            "instructor has the details", None, lang, course))
+    return Feedback(
+        lang=lang, assignment=assignment,
+        assignment_title=course.assignment(assignment).title(lang) if assignment else "",
+        submission=report.submission,
+        score=round(sum(row.score for rows in parts.values() for row in rows), 4),
+        max_score=max_points(course, report), notes=tuple(notes),
+        parts=tuple(Part(group_id, _stubs(course, assignment, group_id), tuple(rows))
+                    for group_id, rows in parts.items()),
+        seconds=report.seconds,
+        notebooks=tuple({"name": nb.name, "seconds": nb.seconds, "sandbox": nb.sandbox,
+                         "peak_memory_mb": nb.peak_memory_mb,
+                         **{k: v for k, v in nb.extra.items() if k != "output_tail"}}
+                        for nb in report.notebooks),
+        grader_error=report.error,
+        internal_errors=tuple(test.id for test in report.tests if test.internal),
+        folders=folders_of(course))
+
+
+# -- results.json ----------------------------------------------------------------------------------
+def results_json(view: Feedback) -> dict:
+    """Results in Gradescope's format (also what `tfcourse grade` writes for every submission)."""
+    return {
+        "score": view.score,
+        "max_score": view.max_score,
+        "output": "\n".join(view.notes),
+        "tests": [{"name": row.title, "number": row.id, "score": row.score,
+                   "max_score": row.max_score, "status": "passed" if row.passed else "failed",
+                   "output": row.message, "visibility": "visible"} for row in view.rows],
+        "visibility": "visible",
+        "execution_time": round(view.seconds, 1),
+        "extra_data": {
+            "assignment": view.assignment,
+            "submission": view.submission,
+            "notebooks": [dict(notebook) for notebook in view.notebooks],
+            "grader_error": view.grader_error,
+            "internal_errors": list(view.internal_errors),
+        },
+    }
+
+
+def gradescope_json(course: Course, report: SubmissionReport, lang: str) -> dict:
+    """`results_json` of the report rendered in `lang`."""
+    return results_json(feedback(course, report, lang))
+
+
+# -- feedback.md and feedback.html -----------------------------------------------------------------
+ABOUT_CHECKS = ("The hidden checks ran your code on inputs you have not seen. Each message says what "
+                "they found; the checks themselves stay with your instructor.")
+
+
+def _note_lines(view: Feedback) -> list[str]:
+    """The notes as list items: one a line (a note may hold several)."""
+    return "\n".join(view.notes).splitlines()
+
+
+def feedback_markdown(view: Feedback) -> str:
+    """The student's feedback as Markdown: score, notes, and a table of checks per part."""
+    def cell(text: str) -> str:         # a table cell: one line, no column breaks, no raw HTML
+        return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
+
+    lines = [f"# {view.say('Feedback')}: {view.submission}", ""]
+    if view.assignment:
+        lines += [f"**{view.assignment_title}** ({view.assignment})", ""]
+    lines.append(f"**{view.say('Score')}: {view.score:g} / {view.max_score:g}**"
+                 + (f" · {view.summary}" if view.rows else ""))
+    lines.append("")
+    notes = _note_lines(view)
+    if notes:
+        lines.append(f"## {view.say('About your notebook')}")
+        lines += [f"- {html.escape(line, quote=False)}" for line in notes]
+        lines.append("")
+    for part in view.parts:
+        lines += [f"## {part.stubs}: {part.score:g} / {part.max_score:g}", "",
+                  f"| | {view.say('Check')} | {view.say('Points')} | {view.say('Message')} |",
+                  "|---|---|---|---|"]
+        lines += [f"| {'✓' if row.passed else '✗'} | {cell(row.name)} | {row.score:g} / "
+                  f"{row.max_score:g} | {cell(row.message)} |" for row in part.rows]
+        lines.append("")
+    if view.rows:
+        lines.append(view.say(ABOUT_CHECKS))
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem;
+       color: #222; line-height: 1.4; }
+h2 { font-size: 1.15rem; margin-top: 1.8rem; }
+h2 code { font-size: 1rem; }
+h2 .points { font-weight: normal; color: #555; }
+table { border-collapse: collapse; width: 100%; table-layout: fixed; }
+td, th { border-bottom: 1px solid #ddd; padding: .4rem .5rem; text-align: left; vertical-align: top; }
+th { color: #555; font-weight: 600; }
+th.mark { width: 1.5rem; } th.name { width: 9rem; } th.points { width: 5rem; }
+td.mark { font-weight: bold; } td.points { white-space: nowrap; } td { overflow-wrap: anywhere; }
+tr.passed td.mark { color: #1a7f37; } tr.failed td.mark { color: #c62828; }
+tr.failed td.message { color: #7a1a1a; }
+.score { font-size: 1.4rem; margin-bottom: .2rem; }
+progress { width: 100%; height: .8rem; }
+.notes { background: #fff8e1; border-left: 4px solid #f0b400; padding: .1rem 1rem; }
+.notes h2 { margin-top: .8rem; }
+.about { color: #555; margin-top: 2rem; }
+"""
+
+
+def feedback_html(view: Feedback) -> str:
+    """The same feedback as a page of its own (plain HTML and CSS, nothing to load)."""
+    esc = html.escape
+    title = f"{esc(view.say('Feedback'))}: {esc(view.submission)}"
+    heading = (f"<p>{esc(view.assignment_title)} ({esc(view.assignment)})</p>"
+               if view.assignment else "")
+    score = f"{view.score:g} / {view.max_score:g}"
+    summary = f" · {esc(view.summary)}" if view.rows else ""
+    notes = "".join(f"<li>{esc(line)}</li>" for line in _note_lines(view))
+    blocks = []
+    if notes:
+        blocks.append(f'<div class="notes"><h2>{esc(view.say("About your notebook"))}'
+                      f"</h2><ul>{notes}</ul></div>")
+    header = (f'<tr><th class="mark"></th><th class="name">{esc(view.say("Check"))}</th>'
+              f'<th class="points">{esc(view.say("Points"))}</th>'
+              f'<th>{esc(view.say("Message"))}</th></tr>')
+    for part in view.parts:
+        body = "\n".join(
+            f'<tr class="{"passed" if row.passed else "failed"}"><td class="mark">'
+            f'{"✓" if row.passed else "✗"}</td><td>{esc(row.name)}</td>'
+            f'<td class="points">{row.score:g} / {row.max_score:g}</td>'
+            f'<td class="message">{esc(row.message)}</td>'
+            f"</tr>" for row in part.rows)
+        blocks.append(f'<h2><code>{esc(part.stubs)}</code> <span class="points">'
+                      f'{part.score:g} / {part.max_score:g}'
+                      f"</span></h2>\n<table>\n{header}\n{body}\n</table>")
+    if view.rows:
+        blocks.append(f'<p class="about">{esc(view.say(ABOUT_CHECKS))}</p>')
+    body = "\n".join(blocks)
+    return f"""<!DOCTYPE html>
+<html lang="{esc(view.lang)}"><head><meta charset="utf-8">
+<title>{title}</title>
+<style>{STYLE}</style></head><body>
+<h1>{title}</h1>
+{heading}
+<p class="score">{esc(view.say('Score'))}: <b>{score}</b>{summary}</p>
+<progress value="{view.score:g}" max="{view.max_score or 1:g}">{score}</progress>
+{body}
+</body></html>
+"""
+
+
+def private_folder(path: Path) -> None:
+    """Make `path` and any missing folder above it, each readable by its owner only (0700): later
+    sandboxes and other users must not read results. Folders already there are left as they are."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        os.chmod(folder, 0o700)                     # whatever the umask
+
+
+def finite(value):
+    """`value` with every float that is not finite (NaN, infinity: a diverging loss, say) made
+    None, in dicts and lists: JSON has no such numbers, and Gradescope's parser refuses them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(item) for item in value]
+    return value
+
+
+def strict_json(data) -> str:
+    """Valid JSON whatever numbers the report holds (see `finite`)."""
+    return json.dumps(finite(data), indent=1, ensure_ascii=False, allow_nan=False)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write `text` (UTF-8; what cannot be encoded is replaced) to `path` all at once, readable by
+    its owner only (0600), in a folder made 0700 if it is new."""
+    private_folder(path.parent)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            os.fchmod(stream.fileno(), 0o600)
+            stream.write(text.encode("utf-8", errors="replace"))
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def write_results(course: Course, report: SubmissionReport, folder: Path, lang: str,
+                  fingerprint: str = "") -> dict:
+    """A submission's results.json, feedback.md and feedback.html in `folder` (0600 files in a 0700
+    folder); returns the results."""
+    view = feedback(course, report, lang)
+    results = results_json(view)
+    private_folder(folder)
+    os.chmod(folder, 0o700)
+    if fingerprint:
+        results["extra_data"]["fingerprint"] = fingerprint
+    write_atomically(folder / "feedback.md", feedback_markdown(view))
+    write_atomically(folder / "feedback.html", feedback_html(view))
+    write_atomically(folder / "results.json", strict_json(results))
+    return results
