@@ -1,6 +1,7 @@
 """The hidden graders are pytest tests: an instructor runs them with pytest, and the points pytest's
 plugin gives are those of `tfcourse grade` (which runs the same pytest session per submission)."""
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -85,3 +86,65 @@ def test_an_instructor_runs_a_grader_with_pytest_and_gets_tfcourse_grades_points
                     "-k", "mha")
     assert run.returncode == 0, run.stdout + run.stderr
     assert "4 passed, 6 deselected" in run.stdout
+
+
+# -- what the red team found (see the closing note of the architecture issue) ------------------
+def test_a_value_shown_in_a_message_has_no_control_characters_and_a_bounded_length():
+    from tfcourse.grading.report import PARAM_CHARS, shown
+    fake = "\x1b[2J\x1b[H01-attention: 14/14 points\n\x1b[8m" + "X" * 900_000
+    text = shown(fake)
+    assert "\x1b" not in text and len(text) <= PARAM_CHARS + 1
+    assert text.startswith("[2J[H01-attention: 14/14 points\n")
+    assert shown(2.5) == 2.5 and shown([2, 3]) == "[2, 3]"
+
+
+def test_a_forged_unsendable_reply_is_named_as_a_dict():
+    from tfcourse.grading.framework import Fail, as_tensor, verdict
+    with pytest.raises(Fail) as caught:
+        as_tensor({"$unsendable": "<script>" + "X" * 10_000}, "the output")
+    template, params, internal = verdict(caught.value)
+    assert params == {"what": "the output", "kind": "dict"} and not internal
+    with pytest.raises(Fail) as caught:
+        as_tensor({"$unsendable": "NoneType"}, "the output")
+    assert caught.value.params["kind"] == "NoneType"
+
+
+def test_student_code_over_the_limit_is_not_checked_against_the_rules(course, tmp_path):
+    from tfcourse.grading.grade import NotebookRun, NotGraded
+    answers = {"sdpa-code": solution_cells(A)["sdpa-code"] + "\nx = [" + "1," * 200_000 + "]\n"}
+    submission = make_submission(tmp_path / "big", A, answers) / "attention.ipynb"
+    run = NotebookRun(course, course.assignment(A), "attention.ipynb", submission, None)
+    with pytest.raises(NotGraded, match="KB allowed"):
+        run.context()
+    assert run.session is None and run.static is None      # nothing ran, nothing was parsed
+
+
+def test_the_trusted_pytest_reads_nothing_from_outside_the_graders():
+    from tfcourse.grading.grade import PYTEST_VARIABLES, pytest_arguments
+    from tfcourse.course import load_course
+    course = load_course(ROOT)
+    arguments = pytest_arguments(course, course.assignment(A))
+    assert arguments[arguments.index("--confcutdir") + 1] == str(ROOT / "autograder")
+    assert arguments[arguments.index("-c") + 1] == "/dev/null"
+    assert {"PYTEST_ADDOPTS", "PYTEST_PLUGINS"} <= set(PYTEST_VARIABLES)
+
+
+@pytest.mark.slow
+def test_a_conftest_above_the_course_or_pytest_options_change_no_grade(tmp_path):
+    (tmp_path / "above").mkdir()
+    course = course_copy(tmp_path / "above")
+    (tmp_path / "above" / "conftest.py").write_text(
+        "import pathlib\npathlib.Path(__file__).with_name('LOADED').write_text('yes')\n")
+    shutil.copy(ROOT / "pyproject.toml", course / "pyproject.toml")
+    answers = {"sdpa-code": replace_in(solution_cells(A)["sdpa-code"], SCALE,
+                                       "q @ k.transpose(-2, -1)")}
+    submission = make_submission(tmp_path / "alice", A, answers)
+    report = tmp_path / "report.json"
+    # -x would stop at the first failing check; the plugin named would fail to load
+    environment = {**os.environ, "PYTEST_ADDOPTS": "-x", "PYTEST_PLUGINS": "no_such_plugin"}
+    subprocess.run([sys.executable, "-m", "tfcourse.grading", str(submission),
+                    "--course", str(course), "--out", str(report)], check=True, timeout=600,
+                   env=environment, cwd=course)
+    tests = json.loads(report.read_text())["notebooks"][0]["tests"]
+    assert sum(t["points"] for t in tests) == 12, tests
+    assert not (tmp_path / "above" / "LOADED").exists()

@@ -244,6 +244,7 @@ class Limits:
     processes: int = setting(64, above=0)
     output_kb: int = setting(256, above=0)
     notebook_file_mb: float = setting(256.0, above=0)  # larger notebook files are refused
+    code_kb: float = setting(256.0, above=0)     # the student's code in one notebook, at most
 
 
 IsolationMode = Literal["auto", "bwrap", "process"]

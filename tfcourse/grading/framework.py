@@ -14,6 +14,7 @@ import math
 
 import torch
 
+from .report import shown
 from ..sandbox.session import ProcessEnded, StudentError, StudentSession, TimedOut
 
 class Fail(Exception):
@@ -45,7 +46,10 @@ def dtype_kind(tensor: torch.Tensor) -> str:
 
 def as_tensor(value, what: str) -> torch.Tensor:
     if isinstance(value, dict) and "$unsendable" in value:
-        raise Fail("{what} should be a tensor, not {kind}", what=what, kind=value["$unsendable"])
+        kind = value["$unsendable"]          # a type's name, as the worker writes it: data too
+        if not isinstance(kind, str) or len(kind) > 60 or not kind.replace(".", "").isidentifier():
+            kind = "dict"
+        raise Fail("{what} should be a tensor, not {kind}", what=what, kind=kind)
     if not isinstance(value, torch.Tensor):
         raise Fail("{what} should be a tensor, not {kind}", what=what, kind=type(value).__name__)
     return value
@@ -460,7 +464,13 @@ def describe_student_error(error: StudentError) -> tuple[str, dict]:
 
 def verdict(error: BaseException) -> tuple[str, dict, bool]:
     """What a check's exception means for the student: (template, params, the grader's own
-    fault). Student errors, hangs and crashes fail that check only."""
+    fault), every value checked by `shown`. Student errors, hangs and crashes fail that check
+    only."""
+    template, params, internal = _verdict(error)
+    return template, {str(key): shown(value) for key, value in params.items()}, internal
+
+
+def _verdict(error: BaseException) -> tuple[str, dict, bool]:
     if isinstance(error, Fail):
         return error.template, error.params, False
     if isinstance(error, StudentError):

@@ -75,6 +75,14 @@ class NotebookRun:
             self._close_prestarted()
             self.refusal = ("not graded: the notebook could not be read", {})
             return
+        size = sum(len(cell.source.encode("utf-8", "replace")) for cell in program.cells
+                   if cell.from_student)
+        if size > course.limit("code_kb") * 1024:     # the rules' check costs time and memory
+            self._close_prestarted()
+            self.refusal = ("not graded: your code in this notebook is {kb:.0f} KB, more than "
+                            "the {limit:.0f} KB allowed", {"kb": size / 1024,
+                                                           "limit": course.limit("code_kb")})
+            return
         self.static = rules.check(
             [(cell.label, cell.source) for cell in program.cells if cell.from_student],
             course.forbidden_names(),
@@ -209,14 +217,26 @@ PYTEST_ARGS = (
     "--assert=plain",           # graders raise Fail; nothing to rewrite
     "-p", "no:cacheprovider",   # nothing written into the course folder
     "-p", "no:stepwise",
+    # pytest's plugins that grading does not use: each costs time at every submission (these two
+    # run gc.collect() at the end, a third of a second each with torch loaded)
+    "-p", "no:unraisableexception", "-p", "no:threadexception", "-p", "no:doctest",
+    "-p", "no:junitxml", "-p", "no:pastebin", "-p", "no:logging", "-p", "no:legacypath",
+    "-p", "no:setuponly", "-p", "no:setupplan",
 )
+
+
+# What may change a pytest session from the environment: not the trusted grader's.
+PYTEST_VARIABLES = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_DEBUG", "PYTEST_THEME",
+                    "PYTEST_THEME_MODE", "PYTEST_DEBUG_TEMPROOT", "PYTEST_VERSION")
 
 
 def pytest_arguments(course: Course, assignment) -> list[str]:
     """pytest's command line for one assignment's graders in the trusted process: the course's
-    own pytest settings (for the project's tests) do not apply, and no third-party plugin loads."""
-    return [str(course.root / "autograder" / assignment.graders), "--rootdir", str(course.root),
-            "-c", os.devnull, *PYTEST_ARGS, "-p", "tfcourse.grading.plugin"]
+    own pytest settings (for the project's tests) do not apply, no third-party plugin loads, and
+    no conftest.py is read from outside autograder/."""
+    graders = course.root / "autograder"
+    return [str(graders / assignment.graders), "--rootdir", str(course.root), "-c", os.devnull,
+            "--confcutdir", str(graders), *PYTEST_ARGS, "-p", "tfcourse.grading.plugin"]
 
 
 def grade_submission(course: Course, submission: Path, assignment_id: str | None,
@@ -242,6 +262,8 @@ def grade_submission(course: Course, submission: Path, assignment_id: str | None
                         prestarted=prestarted)
     grading = Grading(course, runs={assignment.id: run})
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"     # only our plugin in the trusted grader
+    for name in PYTEST_VARIABLES:
+        os.environ.pop(name, None)
     sys.dont_write_bytecode = True                         # nothing written into autograder/
     code = pytest.main(pytest_arguments(course, assignment), plugins=[grading.preset()])
     report = run.finish()

@@ -8,6 +8,20 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 
+PARAM_CHARS = 400                # the longest value put into a message
+_CONTROL = dict.fromkeys([*range(0, 9), *range(11, 32), 127, *range(128, 160)])
+
+
+def shown(value):
+    """A value as it may appear in a message: text without control characters (no terminal
+    escape reaches the instructor's screen) and at most PARAM_CHARS long; numbers as they are."""
+    if isinstance(value, (bool, int, float)) or value is None:
+        return value
+    text = value if isinstance(value, str) else repr(value)
+    text = text.translate(_CONTROL)
+    return text if len(text) <= PARAM_CHARS else text[:PARAM_CHARS] + "…"
+
+
 @dataclass
 class Note:
     """Something the student should know about their notebook (a template and its values)."""

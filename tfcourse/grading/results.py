@@ -22,7 +22,7 @@ from pathlib import Path
 from tfcourse.course import Course, CourseError
 from tfcourse.i18n import LOCALE, phrase, render
 
-from .report import SubmissionReport
+from .report import SubmissionReport, shown
 
 
 def _course_locale(root: Path) -> Path:
@@ -40,7 +40,9 @@ def folders_of(course: Course | None) -> tuple[Path, ...]:
 
 
 def say(template: str, params: dict | None, lang: str, course: Course | None = None) -> str:
-    """`template` in `lang` (see `folders_of`)."""
+    """`template` in `lang` (see `folders_of`), each value as `shown` allows (whatever a report
+    holds, no control character or page of student text reaches a page or a terminal)."""
+    params = {key: shown(value) for key, value in (params or {}).items()}
     return render(template, params, lang, folders_of(course))
 
 

@@ -34,7 +34,8 @@ from .submission import (KIND_WORDS, Entry, Refused, find_notebooks, is_notebook
                          kind_inside, listing, open_inside, root_kind, split_submission)
 
 GRADER_FILES = ("autograder", "source", "course.yaml")
-ENGINE_FILES = ("grading", "sandbox", "course.py", "notebook.py", "source.py", "i18n.py", "locale")
+ENGINE_FILES = ("grading", "sandbox", "student", "course.py", "notebook.py", "source.py", "i18n.py",
+                "locale")
 # The runner's pid, for its grader processes: each dies with it (see tfcourse/grading/__main__.py).
 PARENT_VARIABLE = "TFCOURSE_GRADER_PARENT"
 HASH_LIMIT = 256 << 20          # a notebook larger than this is fingerprinted by size and time,
