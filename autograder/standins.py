@@ -119,6 +119,16 @@ class EncoderLayerProbe(nn.Module):
         return x + torch.tanh((x + mixed) @ self.d)
 
 
+class QuietEncoderLayerProbe(EncoderLayerProbe):
+    """EncoderLayerProbe that records nothing: for training through it (the regressor's trained
+    check), where it runs thousands of times and a record of each call would only fill memory.
+    Its twin on the trusted side may be an EncoderLayerProbe of the same seed: same outputs."""
+
+    def forward(self, x, mask=None, *extra, **options):
+        mixed = mixing_weights(x, x, mask) @ x / 4.0
+        return x + torch.tanh((x + mixed) @ self.d)
+
+
 class Seq2SeqProbe(nn.Module):
     """A tiny encoder-decoder with the contract's encode/decode, for checking greedy decoding.
 
@@ -199,5 +209,6 @@ class EncoderLayerFactory(Recorder):
 def probe(kind: str, **options) -> nn.Module:
     """Build a stand-in module by name (the name is what crosses the boundary)."""
     kinds = {"attention": AttentionProbe, "feed_forward": FeedForwardProbe,
-             "encoder_layer": EncoderLayerProbe, "seq2seq": Seq2SeqProbe}
+             "encoder_layer": EncoderLayerProbe, "seq2seq": Seq2SeqProbe,
+             "quiet_encoder_layer": QuietEncoderLayerProbe}
     return kinds[kind](**options)

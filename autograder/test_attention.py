@@ -6,6 +6,7 @@ pass by accident. Multi-head attention is checked with a stand-in under it where
 """
 import math
 
+import pytest
 import torch
 
 from tfcourse.grading.framework import (Fail, as_tensor, close, expect_kind, expect_like, expect_shape,
@@ -268,23 +269,23 @@ def test_mha_mask(ctx):
 
 
 # -- masks ---------------------------------------------------------------------------------------
-def test_masks_causal(ctx):
-    # Size 1 comes last: there a mask that blocks the diagonal is also the inverse of the right
-    # one, and the message must name the real cause.
-    for size in (4, 7, 1):
-        got = as_tensor(ctx.call("causal_mask", size), f"causal_mask({size})")
-        expected = torch.ones(size, size, dtype=torch.bool).triu(1)
-        if got.dtype != torch.bool:
-            raise Fail("causal_mask should return a bool tensor, not {dtype}",
-                       dtype=str(got.dtype).replace("torch.", ""))
-        expect_shape(got, (size, size), f"causal_mask({size})")
-        if not torch.equal(got, expected):
-            if torch.equal(got, torch.ones(size, size, dtype=torch.bool).triu(0)):
-                raise Fail("causal_mask also blocks the diagonal: a position must see itself")
-            if torch.equal(got, ~expected):
-                raise Fail("causal_mask is inverted: True must mean blocked (the future)")
-            raise Fail("causal_mask({size}) should be True exactly above the diagonal",
-                       size=size)
+# A table of cases: the check earns its points when every size passes, and the student reads the
+# first failing size's message. Size 1 comes last: there a mask that blocks the diagonal is also
+# the inverse of the right one, and the message must name the real cause.
+@pytest.mark.parametrize("size", (4, 7, 1))
+def test_masks_causal(ctx, size):
+    got = as_tensor(ctx.call("causal_mask", size), f"causal_mask({size})")
+    expected = torch.ones(size, size, dtype=torch.bool).triu(1)
+    if got.dtype != torch.bool:
+        raise Fail("causal_mask should return a bool tensor, not {dtype}",
+                   dtype=str(got.dtype).replace("torch.", ""))
+    expect_shape(got, (size, size), f"causal_mask({size})")
+    if not torch.equal(got, expected):
+        if torch.equal(got, torch.ones(size, size, dtype=torch.bool).triu(0)):
+            raise Fail("causal_mask also blocks the diagonal: a position must see itself")
+        if torch.equal(got, ~expected):
+            raise Fail("causal_mask is inverted: True must mean blocked (the future)")
+        raise Fail("causal_mask({size}) should be True exactly above the diagonal", size=size)
 
 
 def test_masks_padding(ctx):

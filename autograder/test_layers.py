@@ -1,15 +1,20 @@
-"""Hidden checks of assignment 02-layers: positions, feed-forward, encoder and decoder layers, classifier.
+"""Hidden checks of assignment 02-layers: positions, feed-forward, encoder and decoder layers,
+classifier and regressor.
 
 The layers are checked with stand-ins in place of their attention and feed-forward sublayers (the
 stand-ins record what they receive), so a layer's own wiring (residuals, post-norm, masks, memory) is
-what is graded, and a bug in FeedForward costs FeedForward's points only.
+what is graded, and a bug in FeedForward costs FeedForward's points only. The classifier and the
+regressor are checked, and the regressor trained, with stand-ins in place of their encoder layers.
 """
 import itertools
+import math
+import secrets
 
 import torch
 
 from tfcourse.grading.framework import (Fail, as_tensor, close, expect_kind, expect_shape,
-                         expect_varies, first_match, parameter_shapes, swapped)
+                         expect_varies, first_match, parameter_shapes, swapped, under)
+from tfcourse.grading.reference import recipe_source
 from . import standins
 from tfcourse.sandbox.session import StudentError
 
@@ -468,31 +473,41 @@ POSITIONS = {"positional_encoding": "PositionalTable"}
 STAND_INS = {**POSITIONS, "EncoderLayer": "EncoderLayerFactory"}
 
 
-def _classifier_with_probes(ctx, seed):
-    """`run(tokens)` -> (the student's output, what the reference gives): the student's classifier
-    with its encoder layers replaced by stand-ins and the reference's other weights loaded, and the
-    reference around the same stand-ins. What the reference gives is a list: with the stand-in
-    positions, and with the real table (for a classifier that makes its positions another way);
-    the one the stand-in's record points to comes first, for the message."""
-    student = ctx.new("EncoderClassifier", seed=seed, swap_globals=STAND_INS, **CLASSIFIER)
+def _with_probe_layers(ctx, cls, options, seed):
+    """`run(tokens)` -> (the student's output, the reference modules): the student's `cls` (the
+    classifier or the regressor) with its encoder layers replaced by stand-ins and the reference's
+    other weights loaded, and the reference around the same stand-ins. The reference modules are a
+    list: with the stand-in positions, and with the real table (for a model that makes its
+    positions another way); the one the stand-in's record points to comes first, for the message."""
+    student = ctx.new(cls, seed=seed, swap_globals=STAND_INS, **options)
     positions_at_init = bool(ctx.global_calls("positional_encoding"))
     with swapped(ctx.ref, "positional_encoding", standins.PositionalTable()):
-        with_table = ctx.reference_module("EncoderClassifier", seed=seed, **CLASSIFIER)
-    references = {True: with_table,
-                  False: ctx.reference_module("EncoderClassifier", seed=seed, **CLASSIFIER)}
-    paths = [f"layers.{index}" for index in range(CLASSIFIER["num_layers"])]
+        with_table = ctx.reference_module(cls, seed=seed, **options)
+    references = {True: with_table, False: ctx.reference_module(cls, seed=seed, **options)}
+    paths = [f"layers.{index}" for index in range(options["num_layers"])]
     for index, path in enumerate(paths):
-        handle, twin = ctx.probe("encoder_layer", d_model=D, seed=200 + index)
+        handle, twin = ctx.probe("encoder_layer", d_model=options["d_model"], seed=200 + index)
         student.swap(path, handle)
         for reference in references.values():
             reference.layers[index] = twin
-    _load(student, with_table, "EncoderClassifier", skipped=["layers"])
+    _load(student, with_table, cls, skipped=["layers"])
 
     def run(tokens):
         got = as_tensor(student.run(tokens, swap_globals=POSITIONS), "the output")
         used = positions_at_init or bool(ctx.global_calls("positional_encoding"))
+        return got, [references[used], references[not used]]
+    return run
+
+
+def _classifier_with_probes(ctx, seed):
+    """`run(tokens)` -> (the student's output, what the reference gives): see _with_probe_layers;
+    what the reference gives is a list, the output the stand-in's record points to first."""
+    run_modules = _with_probe_layers(ctx, "EncoderClassifier", CLASSIFIER, seed)
+
+    def run(tokens):
+        got, references = run_modules(tokens)
         with torch.no_grad():
-            return got, [references[used](tokens), references[not used](tokens)]
+            return got, [reference(tokens) for reference in references]
     return run
 
 
@@ -556,3 +571,214 @@ def test_classifier_values(ctx):
     ctx.expect_close(got, candidates[0], "EncoderClassifier on tokens [3, 7] with padding (eval mode)",
                      hint="embed as embedding * sqrt(d_model) + positions, then the layers with "
                           "the padding mask, the mean over real tokens, the head, log_softmax")
+
+
+# -- the regressor -------------------------------------------------------------------------------
+# Built, checked and trained like the classifier, with stand-ins in place of the student's
+# EncoderLayer class and of positional_encoding, so that a bug in either costs its own points only.
+REGRESSOR = dict(vocab_size=13, d_model=D, num_heads=H, num_layers=2, d_ff=FF, dropout=0.2, pad_id=0)
+
+# regressor.trained: the student's regressor, around stand-in encoder layers (which do not learn), is
+# trained in the student's process by the notebook's recipe cell (`fit_regressor`) from a fixed seed;
+# only its weights come back. They are judged here, in the reference architecture around the same
+# stand-ins, by the mean absolute error on fresh sequences drawn after training from
+# a seed nobody can know. The seed, the sequences and the bar are course.yaml's `regression`
+# (bench/regression.py measured the bar); the catalogue's wrong regressors are off by 0.39 (the
+# mean over the pads) to 4.4 (a sigmoid on the output).
+TRAINED_LAYER_SEED = 500          # the stand-in encoder layers' seeds: 500, 501, ...
+
+
+def _regressor_tokens(ctx):
+    tokens = ctx.randint(1, 13, 4, 7)
+    tokens[0, 4:] = 0
+    tokens[1, 2:] = 0
+    tokens[3, 5:] = 0
+    return tokens
+
+
+def _prediction(value, batch: int, what: str) -> torch.Tensor:
+    """The regressor's reply as predictions [batch], floating and finite."""
+    tensor = as_tensor(value, what)
+    if tuple(tensor.shape) == (batch, 1):
+        raise Fail("{what}: shape [{batch}, 1]; the regressor returns one number per sequence, "
+                   "shape [{batch}]: drop the head's last axis (squeeze(-1))", what=what,
+                   batch=batch)
+    return expect_kind(expect_shape(tensor, (batch,), what), "floating", what)
+
+
+MEAN_WITH_PADS = ("the mean includes the padding positions: average the output vectors over the "
+                  "real tokens only")
+LAYERS_WITHOUT_MASK = ("the encoder layers ran without the padding mask: pass padding_mask(tokens, "
+                       "pad_id) to every layer")
+
+
+def _regressor_variants(ctx, reference, tokens) -> list[tuple[torch.Tensor, str]]:
+    """The common wrong regressors, around the reference's stand-ins and weights, each with the
+    words that name it."""
+    with torch.no_grad():
+        embedded = reference.embedding(tokens)
+        positions = reference.positions[:tokens.shape[1]]
+        mask = ctx.ref["padding_mask"](tokens, reference.pad_id)
+
+        def encode(x, layer_mask=mask):
+            for layer in reference.layers:
+                x = layer(x, layer_mask)
+            return x
+
+        real = (tokens != reference.pad_id).unsqueeze(-1).float()
+        hidden = encode(embedded * math.sqrt(reference.d_model) + positions)
+
+        def mean(x):
+            return (x * real).sum(1) / real.sum(1)
+
+        def head(pooled):
+            return reference.head(pooled).squeeze(-1)
+
+        out = head(mean(hidden))
+        return [
+            (head(hidden.mean(1)), MEAN_WITH_PADS),
+            (head((hidden * real).sum(1)), "this is the sum of the output vectors over the real "
+                                           "tokens, not their mean: divide by how many there are"),
+            (head(hidden[:, 0]), "only the first position reaches the head: pool with the mean "
+                                 "over all the real tokens"),
+            (out.relu(), "there is a ReLU after the head: the head's output is the prediction, "
+                         "with no activation"),
+            (out.sigmoid(), "there is a sigmoid after the head: the head's output is the "
+                            "prediction, with no activation"),
+            (out.tanh(), "there is a tanh after the head: the head's output is the prediction, "
+                         "with no activation"),
+            (head(mean(encode(embedded * math.sqrt(reference.d_model) + positions, None))),
+             LAYERS_WITHOUT_MASK),
+            (head(mean(encode(embedded + positions))),
+             "the embeddings are not multiplied by sqrt(d_model)"),
+        ]
+
+
+def test_regressor_structure(ctx):
+    handle = ctx.new("EncoderRegressor", swap_globals=STAND_INS, **REGRESSOR)
+    _names_and_shapes(ctx, handle, ctx.reference_module("EncoderRegressor", **REGRESSOR),
+                      "EncoderRegressor", skipped=["layers"])
+    children = {name: identity for name, _, identity in handle.info.get("children", [])}
+    count = REGRESSOR["num_layers"]
+    layers = [children.get(f"layers.{index}") for index in range(count)]
+    if None in layers or f"layers.{count}" in children:
+        raise Fail("EncoderRegressor(num_layers=2) should hold 2 encoder layers registered as "
+                   "submodules: keep them in an nn.ModuleList named layers")
+    if len(set(layers)) < count:
+        raise Fail("the encoder layers share parameters: build a new layer for each position in "
+                   "the stack")
+
+
+def test_regressor_values(ctx):
+    ctx.seed(81)
+    run = _with_probe_layers(ctx, "EncoderRegressor", REGRESSOR, seed=82)
+    tokens = _regressor_tokens(ctx)
+    what = "EncoderRegressor on tokens [4, 7] with padding (eval mode)"
+    got, references = run(tokens)
+    got = _prediction(got, 4, what)
+    with torch.no_grad():
+        candidates = [reference(tokens) for reference in references]
+    if any(close(got, expected, ctx.atol, ctx.rtol) for expected in candidates):
+        return
+    hint = first_match(got, _regressor_variants(ctx, references[0], tokens), ctx.atol, ctx.rtol)
+    ctx.expect_close(got, candidates[0], what,
+                     hint=hint or "embed as embedding * sqrt(d_model) + positions, then the "
+                                  "layers with the padding mask, the mean over real tokens, the "
+                                  "head, and no activation")
+
+
+def test_regressor_padding(ctx):
+    ctx.seed(83)
+    run = _with_probe_layers(ctx, "EncoderRegressor", REGRESSOR, seed=84)
+    tokens = _regressor_tokens(ctx)
+    longer = torch.cat([tokens, torch.zeros(4, 3, dtype=tokens.dtype)], dim=1)
+    short, references = run(tokens)
+    long, _ = run(longer)
+    changed = tokens.clone()
+    changed[:, 1] = changed[:, 1] % 12 + 1          # a real token (not padding) changed
+    other, _ = run(changed)
+    expect_varies(short, other, "the regressor's output", "a token that is not padding changed")
+    if not close(short, long, ctx.atol, ctx.rtol):
+        cause = first_match(short, [variant for variant in _regressor_variants(
+            ctx, references[0], tokens) if variant[1] in (MEAN_WITH_PADS, LAYERS_WITHOUT_MASK)],
+            ctx.atol, ctx.rtol)
+        raise Fail("adding padding changed the prediction: {cause}", cause=cause or (
+            "pads must be masked as keys (pass padding_mask to every layer) and left out of the "
+            "mean"))
+
+
+def _trained_regressor_weights(state, model: torch.nn.Module) -> None:
+    """Load what the student's process sent as its trained weights into the reference `model`,
+    by the contract's names (its own parameters: the encoder layers are stand-ins), after checking
+    each tensor: data from the student's side."""
+    if not isinstance(state, dict):
+        raise Fail("the trained model's weights could not be read (they came back as {kind})",
+                   kind=type(state).__name__)
+    with torch.no_grad():
+        for name, expected in model.named_parameters():
+            if under(name, ["layers"]):
+                continue
+            if name not in state:
+                raise Fail("the trained regressor has no parameter {name}: keep the assignment's "
+                           "names (see regressor.structure)", name=name)
+            weight = expect_kind(expect_shape(state[name], tuple(expected.shape),
+                                              f"the trained {name}"), "floating",
+                                 f"the trained {name}")
+            expected.copy_(weight.to(expected.dtype))
+
+
+def test_regressor_trained(ctx):
+    """Train in the student's process with the notebook's recipe; judge the weights here.
+
+    The student's regressor is built around stand-in encoder layers and positions (so a bug in
+    EncoderLayer or positional_encoding costs their own points, not these) and trained by the
+    recipe's fit_regressor. Only its weights come out: they are loaded into the reference
+    architecture around the same stand-ins and judged here, on sequences drawn after training from
+    a seed nobody can know, so no student code runs while the model is judged."""
+    recipe = recipe_source(ctx.course, ctx.assignment.id)
+    scope = dict(ctx.ref)                       # the recipe's settings (course code, trusted)
+    exec(compile(recipe, "<recipe>", "exec"), scope)
+    settings = scope["RECIPE"]
+    options = dict(vocab_size=scope["VOCAB_SIZE"], d_model=settings["d_model"],
+                   num_heads=settings["num_heads"], num_layers=settings["num_layers"],
+                   d_ff=settings["d_ff"], dropout=settings["dropout"], pad_id=scope["PAD"])
+    regression = ctx.course.regression
+    student = ctx.new("EncoderRegressor", seed=regression.seed, swap_globals=STAND_INS, **options)
+    positions_at_init = bool(ctx.global_calls("positional_encoding"))
+    twins = []
+    for index in range(options["num_layers"]):
+        handle, twin = ctx.probe("quiet_encoder_layer", d_model=options["d_model"],
+                                 seed=TRAINED_LAYER_SEED + index)
+        student.swap(f"layers.{index}", handle)
+        twins.append(twin)
+    ctx.request("exec", label="recipe", source=recipe)
+    losses = ctx.request("call", timeout=ctx.course.limit("training_seconds"), fn="fit_regressor",
+                         args=[student.ref()], kwargs={"seed": regression.seed, "progress": False},
+                         swap_globals=POSITIONS, seed=None, grad=True)     # gradients on: it trains
+    if isinstance(losses, list) and losses and isinstance(losses[-1], (int, float)) and \
+            math.isfinite(losses[-1]):
+        ctx.extra["regressor_final_loss"] = round(float(losses[-1]), 4)
+    used = positions_at_init or bool(ctx.global_calls("positional_encoding"))
+    if used:
+        with swapped(ctx.ref, "positional_encoding", standins.PositionalTable()):
+            model = ctx.reference_module("EncoderRegressor", **options)
+    else:                                       # positions made another way: the real table
+        model = ctx.reference_module("EncoderRegressor", **options)
+    for index, twin in enumerate(twins):
+        model.layers[index] = twin
+    _trained_regressor_weights(ctx.request("state", handle=student.name), model)
+    model.eval()
+
+    eval_seed = secrets.randbits(62)              # drawn now, after training: nobody can know it
+    ctx.extra["regressor_eval_seed"] = eval_seed
+    tokens, targets = scope["mean_batch"](regression.eval_sequences,
+                                          generator=torch.Generator().manual_seed(eval_seed))
+    with torch.no_grad():
+        error = float((model(tokens) - targets).abs().mean())
+    ctx.extra["regressor_error"] = round(error, 4)
+    if not error < regression.max_error:
+        raise Fail("after training with the course's recipe, the regressor's predictions are off by "
+                   "{error:.3f} on average on {n:,} fresh sequences (judged by the grader in the "
+                   "assignment's architecture, around its stand-in encoder layers); below {bar:.2f} "
+                   "is needed (always answering the mean is off by about 0.96)",
+                   error=error, n=regression.eval_sequences, bar=regression.max_error)

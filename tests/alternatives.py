@@ -1205,3 +1205,58 @@ def greedy_decode(model, src, bos, length=None):
 PORTS = [ANNOTATED_ATTENTION, NANOGPT_ATTENTION, ADDITIVE_ATTENTION, ANNOTATED_LAYERS,
          ADDNORM_LAYERS, NANOGPT_LAYERS, NANOGPT_SORTING, ANNOTATED_SORTING, EINSUM_SORTING]
 ALTERNATIVES = [EINSUM, HELPERS, SUBLAYERS, FUNCTIONAL, LINEAR, SCALED, *PORTS]
+
+
+# -- the 02-layers regressor, in other styles ------------------------------------------------------
+# These give only the regressor's answer cell; the other answer cells get the course's solution.
+REGRESSOR_MASKED_FILL = Alternative("regressor_masked_fill_count_positions_per_call", "02-layers", {
+    "regressor-code": '''
+class EncoderRegressor(nn.Module):
+    def __init__(self, vocab_size, d_model, num_heads, num_layers, d_ff, dropout=0.1, pad_id=0,
+                 max_len=64):
+        super().__init__()
+        self.pad_id, self.scale = pad_id, math.sqrt(d_model)
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.layers = nn.ModuleList()
+        for _ in range(num_layers):
+            self.layers.append(EncoderLayer(d_model, num_heads, d_ff, dropout))
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(d_model, 1)
+
+    def forward(self, tokens):
+        pads = tokens == self.pad_id
+        positions = positional_encoding(tokens.shape[1], self.embedding.embedding_dim)
+        x = self.dropout(self.embedding(tokens) * self.scale + positions)
+        for layer in self.layers:
+            x = layer(x, mask=pads[:, None, None, :])
+        x = x.masked_fill(pads.unsqueeze(-1), 0.0)
+        pooled = x.sum(1) / (~pads).sum(1, keepdim=True)
+        return self.head(pooled).view(-1)
+'''})
+
+REGRESSOR_MATMUL = Alternative("regressor_matmul_pooling_functional_dropout", "02-layers", {
+    "regressor-code": '''
+class EncoderRegressor(nn.Module):
+    def __init__(self, vocab_size, d_model, num_heads, num_layers, d_ff, dropout=0.1, pad_id=0,
+                 max_len=64):
+        super().__init__()
+        self.pad_id, self.d_model, self.p = pad_id, d_model, dropout
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.register_buffer("pe", positional_encoding(max_len, d_model))
+        self.layers = nn.ModuleList([EncoderLayer(d_model, num_heads, d_ff, dropout)
+                                     for _ in range(num_layers)])
+        self.head = nn.Linear(d_model, 1)
+
+    def forward(self, tokens):
+        x = self.embedding(tokens) * self.d_model ** 0.5 + self.pe[: tokens.size(1)]
+        x = F.dropout(x, self.p, self.training)
+        mask = padding_mask(tokens, self.pad_id)
+        for layer in self.layers:
+            x = layer(x, mask)
+        weights = (tokens != self.pad_id).float()
+        weights = weights / weights.sum(1, keepdim=True)
+        pooled = (weights.unsqueeze(1) @ x).squeeze(1)      # [B, 1, T] @ [B, T, d] -> [B, d]
+        return self.head(pooled)[:, 0]
+'''})
+
+ALTERNATIVES += [REGRESSOR_MASKED_FILL, REGRESSOR_MATMUL]

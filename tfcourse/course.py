@@ -225,6 +225,14 @@ class Training:
 
 
 @dataclass(frozen=True)
+class Regression:
+    """The trained regressor check of 02-layers (course.yaml `regression`)."""
+    seed: int = setting(low=0)                   # the training run's seed
+    eval_sequences: int = setting(above=0)       # fresh sequences the trained model is judged on
+    max_error: float = setting(above=0)          # the mean absolute error it must stay below
+
+
+@dataclass(frozen=True)
 class Tolerance:
     """Numerics against the reference (course.yaml `tolerance`)."""
     atol: float = setting(low=0)
@@ -439,6 +447,7 @@ class Course:
     id: str = setting()
     assignments: tuple[Assignment, ...] = setting(read=_assignments, what="a list of assignments")
     training: Training = setting()
+    regression: Regression = setting()
     tolerance: Tolerance = setting()
     limits: Limits = setting()
     sandbox: SandboxSettings = setting()

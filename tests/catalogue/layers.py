@@ -1,4 +1,5 @@
-"""Bugs in 02-layers: positions, feed-forward, encoder and decoder layers, the classifier."""
+"""Bugs in 02-layers: positions, feed-forward, encoder and decoder layers, the classifier and the
+regressor."""
 from alternatives import ANNOTATED_LAYERS
 
 from . import bug
@@ -102,4 +103,30 @@ BUGS = [
         {"classifier.values": "sqrt(d_model)"}),
     bug("classifier_softmax_not_log", A, "classifier-code", "F.log_softmax(", "F.softmax(",
         {"classifier.logprobs": "log_softmax"}),
+]
+
+# regressor (its values, padding and training are checked around stand-in encoder layers)
+POOLED = "(x * real).sum(dim=1) / real.sum(dim=1).clamp(min=1)"
+PREDICTION = "return self.head(pooled).squeeze(-1)"
+BUGS += [
+    bug("regressor_mean_over_pads", A, "regressor-code", POOLED, "x.mean(dim=1)",
+        {"regressor.padding": ("mean", "padding"), "regressor.values": ("mean", "padding")}),
+    bug("regressor_sum_not_mean", A, "regressor-code", POOLED, "(x * real).sum(dim=1)",
+        {"regressor.values": ("sum", "not their mean")}),
+    bug("regressor_first_token_only", A, "regressor-code", "pooled = " + POOLED, "pooled = x[:, 0]",
+        {"regressor.values": "first position"}),
+    bug("regressor_relu_on_output", A, "regressor-code", PREDICTION,
+        "return F.relu(self.head(pooled)).squeeze(-1)",
+        {"regressor.values": ("ReLU", "no activation")}),
+    bug("regressor_sigmoid_on_output", A, "regressor-code", PREDICTION,
+        "return torch.sigmoid(self.head(pooled)).squeeze(-1)",
+        {"regressor.values": ("sigmoid", "no activation"),
+         "regressor.trained": ("off by", "fresh sequences")}),
+    bug("regressor_output_not_squeezed", A, "regressor-code", PREDICTION,
+        "return self.head(pooled)", {"regressor.values": ("one number per sequence", "squeeze")}),
+    bug("regressor_no_padding_mask", A, "regressor-code", "x = layer(x, mask)", "x = layer(x)",
+        {"regressor.padding": "padding_mask", "regressor.values": "padding_mask"}),
+    bug("regressor_head_to_d_model", A, "regressor-code", "self.head = nn.Linear(d_model, 1)",
+        "self.head = nn.Linear(d_model, d_model)", {"regressor.structure": "head.weight"},
+        more=[(PREDICTION, "return self.head(pooled).mean(-1)")]),
 ]

@@ -29,7 +29,7 @@ import pytest
 from ..course import Course, CourseError, find_course_root, load_course
 from ..sandbox.session import OutOfTime
 from .framework import verdict
-from .report import SubmissionReport, TestResult
+from .report import SubmissionReport, TestResult, shown
 
 GRADING = pytest.StashKey["Grading"]()
 
@@ -65,6 +65,7 @@ class SubmissionRun:
         self._runs: dict = {}
         self._notebook_of_group: dict[str, str] | None = None
         self.outcomes: dict[str, list[Outcome]] = {}
+        self.cases: dict[str, int] = {}          # check id -> its collected tests (parametrized)
         self.group_refusals: dict[str, tuple[str, dict]] = {}
 
     def notebook(self, group):
@@ -117,14 +118,18 @@ class SubmissionRun:
         if test_id in self.skip:
             return TestResult(test_id, 0.0, points, "skipped")
         if refusal is not None:                  # found after its checks ran: the whole group
-            return TestResult(test_id, 0.0, points, refusal[0], refusal[1], seconds)
+            return TestResult(test_id, 0.0, points, refusal[0],
+                              {key: shown(value) for key, value in refusal[1].items()}, seconds)
         if not outcomes:
             return TestResult(test_id, 0.0, points, "not graded: its grader did not run")
         failed = next((outcome for outcome in outcomes if outcome.points < 1), None)
-        if failed is None:                       # every case of the test passed
-            return TestResult(test_id, points, points, seconds=seconds)
-        return TestResult(test_id, 0.0, points, failed.template, failed.params, seconds,
-                          failed.internal)
+        if failed is not None:                   # the first failing case says why
+            return TestResult(test_id, 0.0, points, failed.template, failed.params, seconds,
+                              failed.internal)
+        if len(outcomes) < self.cases.get(test_id, 1):       # a case did not run: not earned
+            return TestResult(test_id, 0.0, points, "not graded: its grader did not run",
+                              seconds=seconds)
+        return TestResult(test_id, points, points, seconds=seconds)
 
 
 class Grading:
@@ -200,6 +205,7 @@ class Grading:
             if run.standins is None:
                 run.standins = _standins(item)
             self.checks[item.nodeid] = Check(run, group, test_id)
+            run.cases[test_id] = run.cases.get(test_id, 0) + 1
             if test_id in run.skip:
                 item.add_marker(pytest.mark.skip(reason=f"{test_id}: --skip-check"))
         position = {item.nodeid: index for index, item in enumerate(items)}
