@@ -1,13 +1,24 @@
-"""What a student sees, in a real browser: JupyterLab on a released notebook, in headless Chromium.
+"""What a student and an instructor see, in a real browser: JupyterLab and nbgrader's formgrader, in
+headless Chromium.
 
-The test starts `jupyter lab` on a copy of release/01-attention (plus the solved notebook as
-solved.ipynb), drives Debian's chromium through chromedriver, runs the first cells of the released
-notebook as a student would (Shift+Enter), and reads the page: the title, and the visible check's
-plain-words message about the unwritten stub. Then it opens the solved notebook and finds a rendered
-plot. Screenshots are left in the test's tmp folder (last.png: the page when the test ended).
+The student: `jupyter lab` on a copy of release/01-attention (plus the solved notebook as
+solved.ipynb), set up as the instructor guide tells a hub's admin to set up the students' servers
+(nbgrader's instructor tools and JupyterLab's news disabled, here at the user level of the test's
+own Jupyter config folder). The test drives Debian's chromium through chromedriver, runs the first
+cells of the released notebook as a student would (Shift+Enter), and reads the page: the title, the
+visible check's plain-words message about the unwritten stub, and no formgrader, Create Assignment
+or news anywhere. Then it opens the solved notebook and finds a rendered plot.
 
+The instructor: `jupyter lab` started in a copy of the course folder, with the exchange configured
+as the guide says (`c.Exchange.root` in ~/.jupyter/nbgrader_config.py). The formgrader's Manage
+Assignments page shows no warning and a Release button; releasing, a student's fetch and submit
+(on the command line), and the Collect button bring the submission into the course's submitted/.
+
+Screenshots are left in the test's tmp folder (last.png: the page when the test ended).
 Without chromium or chromedriver the test is skipped, unless TFCOURSE_REQUIRE_BROWSER=1 (CI).
 """
+import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -15,6 +26,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -52,29 +64,37 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture
-def lab(tmp_path):
-    """A JupyterLab server on the student's folder: (base url, token). Stopped afterwards."""
-    browser_or_skip()
-    folder = tmp_path / "student"
-    shutil.copytree(ROOT / "release" / "01-attention", folder)
-    shutil.copy(ROOT / "solutions" / "01-attention" / "attention.ipynb", folder / "solved.ipynb")
+JUPYTER = Path(sys.executable).with_name("jupyter")
+NBGRADER = Path(sys.executable).with_name("nbgrader")
+# What the instructor guide has a hub's admin disable in the students' servers: nbgrader's
+# instructor tools (nbgrader's own table: students keep only the Assignment List) and JupyterLab's
+# news. The guide gives them at --level=sys_prefix for the students' image; here, --level=user.
+HIDDEN_PLUGINS = ["@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
+                  "@jupyter/nbgrader:course-list", "@jupyterlab/apputils-extension:announcements"]
+HIDDEN_SERVER_EXTENSIONS = ["nbgrader.server_extensions.formgrader",
+                            "nbgrader.server_extensions.course_list"]
+COURSE_ONLY = shutil.ignore_patterns(".venv", ".git", ".pytest_cache", "build", "*.egg-info",
+                                     "__pycache__", "gradebook.db", "graded", "autograded",
+                                     "submitted", "feedback", "bench")
+
+
+def clean_environment(home: Path, **extra) -> dict:
+    """The environment of a user whose home is `home`: no Jupyter folder of the caller's."""
+    environment = {key: value for key, value in os.environ.items()
+                   if not key.startswith("JUPYTER")}
+    return {**environment, "HOME": str(home),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **extra}
+
+
+@contextlib.contextmanager
+def jupyter_lab(log_path: Path, cwd: Path, environment: dict, *options: str):
+    """`jupyter lab` started in `cwd`: (base url, token) while it runs; stopped afterwards."""
     port, token = free_port(), secrets.token_hex(16)
-    home = tmp_path / "home"                # settings, workspaces and runtime files of this run
-    news = home / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
-    news.parent.mkdir(parents=True)
-    news.write_text('{"fetchNews": "false"}')   # no "get Jupyter news?" prompt over the page
-    environment = {**os.environ, "HOME": str(home), "JUPYTER_CONFIG_DIR": str(home / "config"),
-                   "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-                   "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    log = (tmp_path / "jupyter.log").open("w")
+    log = log_path.open("w")
     server = subprocess.Popen(
-        [str(Path(sys.executable).with_name("jupyter")), "lab", "--no-browser", "--allow-root",
-         "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={folder}",
-         f"--LabApp.workspaces_dir={home / 'workspaces'}",
-         f"--LabApp.user_settings_dir={home / 'settings'}"],
-        env=environment, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [str(JUPYTER), "lab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
+         "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", *options],
+        cwd=cwd, env=environment, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + WAIT
@@ -84,7 +104,7 @@ def lab(tmp_path):
                 break
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"jupyter lab did not start:\n{(tmp_path / 'jupyter.log').read_text()}")
+                    pytest.fail(f"jupyter lab did not start:\n{log_path.read_text()}")
                 time.sleep(0.3)
         yield url, token
     finally:
@@ -95,6 +115,66 @@ def lab(tmp_path):
             server.kill()
             server.wait()
         log.close()
+
+
+def run(command: list, environment: dict, cwd: Path) -> str:
+    done = subprocess.run([str(part) for part in command], cwd=cwd, env=environment,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"{' '.join(map(str, command))}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout + done.stderr
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """A student's JupyterLab on the student's folder: (base url, token). Stopped afterwards."""
+    browser_or_skip()
+    folder = tmp_path / "student"
+    shutil.copytree(ROOT / "release" / "01-attention", folder)
+    shutil.copy(ROOT / "solutions" / "01-attention" / "attention.ipynb", folder / "solved.ipynb")
+    home = tmp_path / "home"                # settings, workspaces and runtime files of this run
+    home.mkdir()
+    config = home / "config"
+    environment = clean_environment(home, JUPYTER_CONFIG_DIR=str(config),
+                                    JUPYTER_RUNTIME_DIR=str(home / "runtime"))
+    # The guide's commands for the students' servers, at this test's user level.
+    guide = (ROOT / "docs" / "instructor-guide.md").read_text()
+    assert all(name in guide for name in HIDDEN_PLUGINS + HIDDEN_SERVER_EXTENSIONS)
+    for plugin in HIDDEN_PLUGINS:
+        run([JUPYTER, "labextension", "disable", "--level=user", plugin], environment, home)
+    run([JUPYTER, "labextension", "lock", "--level=user", *HIDDEN_PLUGINS], environment, home)
+    # `jupyter server extension disable --user` refuses an extension that this level does not
+    # list yet (jupyter_server 2): the same setting, written as that command would write it.
+    (config / "jupyter_server_config.json").write_text(json.dumps(
+        {"ServerApp": {"jpserver_extensions": {name: False for name in HIDDEN_SERVER_EXTENSIONS}}}))
+    with jupyter_lab(tmp_path / "jupyter.log", folder, environment,
+                     f"--ServerApp.root_dir={folder}",
+                     f"--LabApp.workspaces_dir={home / 'workspaces'}",
+                     f"--LabApp.user_settings_dir={home / 'settings'}") as server:
+        yield server
+
+
+def nbgrader_config(home: Path, exchange: Path) -> None:
+    """What the instructor guide has every user's Jupyter read: the exchange's place."""
+    (home / ".jupyter").mkdir(parents=True)
+    (home / ".jupyter" / "nbgrader_config.py").write_text(
+        f"c = get_config()\nc.Exchange.root = {str(exchange)!r}\n")
+
+
+@pytest.fixture
+def instructor(tmp_path):
+    """The instructor's JupyterLab, started in a copy of the course folder with the exchange set
+    up as the guide says: (base url, token, course folder, exchange). Stopped afterwards."""
+    browser_or_skip()
+    course, exchange, home = tmp_path / "course", tmp_path / "exchange", tmp_path / "instructor"
+    shutil.copytree(ROOT, course, ignore=COURSE_ONLY)
+    exchange.mkdir()
+    exchange.chmod(0o777)                   # every user writes into it (nbgrader's docs)
+    nbgrader_config(home, exchange)
+    environment = clean_environment(home)
+    run([NBGRADER, "generate_assignment", "01-attention", "--force"], environment, course)
+    run([NBGRADER, "db", "student", "add", "alice"], environment, course)
+    with jupyter_lab(tmp_path / "jupyter-instructor.log", course, environment) as (url, token):
+        yield url, token, course, exchange
 
 
 @pytest.fixture
@@ -160,6 +240,25 @@ def test_a_student_runs_the_first_cells_and_sees_plots(lab, browser, tmp_path):
     assert "Traceback" not in message.text and "checks.py" not in message.text, message.text
     browser.save_screenshot(str(tmp_path / "released.png"))
 
+    # Set up as the guide says, the student's JupyterLab shows no instructor tool and no news: the
+    # Nbgrader menu holds the Assignment List alone, no Create Assignment sidebar, no formgrader.
+    from selenium.webdriver.common.by import By
+    tabs = [tab.get_attribute("title") or "" for tab in
+            browser.find_elements(By.CSS_SELECTOR, ".jp-SideBar .lm-TabBar-tab")]
+    assert tabs and not [title for title in tabs if "Create Assignment" in title], tabs
+    wait_for(browser, ".lm-MenuBar-item", "Nbgrader").click()
+    wait_for(browser, ".lm-Menu .lm-Menu-itemLabel", "Assignment List")
+    items = [label.text for label in browser.find_elements(By.CSS_SELECTOR, ".lm-Menu-itemLabel")
+             if label.text]
+    assert items == ["Assignment List"], items
+    browser.save_screenshot(str(tmp_path / "student-menu.png"))
+    ActionChains(browser).send_keys(Keys.ESCAPE).perform()
+    page = browser.find_element(By.TAG_NAME, "body").text
+    assert "Jupyter news" not in page and "Formgrader" not in page, page[-500:]
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{url}/formgrader?token={token}", timeout=10)
+    assert refused.value.code == 404
+
     browser.get(f"{url}/lab/tree/solved.ipynb?token={token}")
     plot = wait_for(browser, ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output "
                              "img[src^='data:image/png']")
@@ -167,3 +266,53 @@ def test_a_student_runs_the_first_cells_and_sees_plots(lab, browser, tmp_path):
     time.sleep(0.5)                         # let the scroll settle before the screenshot
     assert plot.size["width"] > 200 and plot.size["height"] > 100, plot.size
     browser.save_screenshot(str(tmp_path / "solved.png"))
+
+
+def assignment_row(driver, name: str):
+    """The formgrader's Manage Assignments row of an assignment, once it shows."""
+    from selenium.webdriver.common.by import By
+    wait_for(driver, "#main-table tr td.name", name)
+    return next(row for row in driver.find_elements(By.CSS_SELECTOR, "#main-table tr")
+                if row.find_element(By.CSS_SELECTOR, "td.name").text == name)
+
+
+def close_modal(driver, text: str):
+    """Read the formgrader's pop-up, which must say `text`, and close it."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    modal = wait_for(driver, ".modal .modal-body", text)
+    assert "error" not in modal.text.split("Log Output")[0].lower(), modal.text
+    driver.find_element(By.CSS_SELECTOR, ".modal .modal-footer button").click()
+    WebDriverWait(driver, WAIT).until(lambda d: not d.find_elements(By.CSS_SELECTOR, ".modal"))
+
+
+def test_the_instructor_releases_and_collects_in_the_formgrader(instructor, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    url, token, course, exchange = instructor
+    browser.get(f"{url}/formgrader?token={token}")
+    row = assignment_row(browser, "01-attention")
+    warnings = [alert.text for alert in browser.find_elements(By.CSS_SELECTOR, ".alert-warning")]
+    assert not warnings, warnings             # "The exchange directory ... does not exist"
+    release = wait_for(row, "td.release a span.glyphicon-cloud-upload")
+    browser.save_screenshot(str(tmp_path / "formgrader.png"))
+    release.click()
+    close_modal(browser, "Successfully released '01-attention'.")
+    assert (exchange / "tfcourse" / "outbound" / "01-attention" / "attention.ipynb").is_file()
+
+    # alice fetches and submits on her own server, which reads the same exchange setting.
+    alice = tmp_path / "alice"
+    nbgrader_config(alice, exchange)
+    student = clean_environment(alice)
+    run([NBGRADER, "fetch_assignment", "01-attention", "--course", "tfcourse"], student, alice)
+    run([NBGRADER, "submit", "01-attention", "--course", "tfcourse", "--student", "alice"],
+        student, alice)
+
+    row = assignment_row(browser, "01-attention")
+    wait_for(row, "td.collect a span.glyphicon-cloud-download").click()
+    close_modal(browser, "Successfully collected submissions of '01-attention'.")
+    wait_for(assignment_row(browser, "01-attention"), "td.num-submissions", "1")
+    browser.save_screenshot(str(tmp_path / "formgrader-collected.png"))
+    submitted = course / "submitted" / "alice" / "01-attention" / "attention.ipynb"
+    assert submitted.read_bytes() == (alice / "01-attention" / "attention.ipynb").read_bytes()

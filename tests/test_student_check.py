@@ -1,9 +1,14 @@
 """`tfcourse check NOTEBOOK`: a student's own run of the visible checks, before submitting."""
+import os
+import secrets
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from conftest import ROOT, make_submission
@@ -69,3 +74,63 @@ def test_a_broken_answer_cell_is_named_and_only_its_check_fails(tmp_path):
     assert found["sdpa"].startswith("[PASS]") and found["mha"].startswith("[PASS]"), found
     assert found["masks"].startswith("[FAIL]"), found
     assert "2 of 3 visible checks pass" in done.stdout
+
+
+# The instructor guide's self-check cell, as a student keeps it in the notebook it checks.
+SELF_CHECK = "import sys\n!{sys.executable} -m tfcourse check attention.ipynb"
+# The same, spelt so that no cell scan could see it: the check started in the kernel must refuse.
+HIDDEN_SELF_CHECK = """import subprocess, sys
+args = [sys.executable, "-m", "tf" + "course", "che" + "ck", "attention.ipynb"]
+done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+open("inner.txt", "w").write(f"{done.returncode}\\n{done.stdout}{done.stderr}")
+"""
+
+
+def marked(marker: str) -> list[int]:
+    """Processes other than this one whose environment holds `marker`: all that a command given
+    that environment started, kernels and their children included, still running."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if marker.encode() in Path(f"/proc/{entry}/environ").read_bytes():
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_self_check_cell_is_skipped_and_no_check_starts_another(tmp_path):
+    assert SELF_CHECK in (ROOT / "docs" / "instructor-guide.md").read_text()   # the guide's cell
+    marker = f"TFCOURSE_TEST_SELF_CHECK={secrets.token_hex(8)}"
+    notebook = tmp_path / "attention.ipynb"
+    nb = nbformat.read(str(ROOT / "release" / "01-attention" / "attention.ipynb"), as_version=4)
+    nb.cells.insert(1, nbformat.v4.new_code_cell(SELF_CHECK))
+    nb.cells.insert(2, nbformat.v4.new_code_cell(HIDDEN_SELF_CHECK))
+    nbformat.write(nb, str(notebook))
+    name, value = marker.split("=")
+    try:
+        done = subprocess.run([str(TFCOURSE), "check", str(notebook)], capture_output=True,
+                              text=True, timeout=300, env={**os.environ, name: value})
+        deadline = time.monotonic() + 20             # the kernel is shut down as the run ends
+        while marked(marker) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not marked(marker), "processes left running after tfcourse check"
+    finally:
+        for pid in marked(marker):                   # what the run left, should the test fail
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    assert done.returncode == 1, done.stdout + done.stderr      # the stubs fail their checks
+    assert "[SKIPPED] the cell with `!{sys.executable} -m tfcourse check attention.ipynb` was " \
+        "not run: a check does not start another check" in done.stdout, done.stdout
+    assert done.stdout.count("[SKIPPED]") == 1, done.stdout
+    assert list(blocks(done.stdout)) == GROUPS, done.stdout
+    # The check the kernel started anyway refused at once, in one line, with its own status.
+    status, said = (tmp_path / "inner.txt").read_text().split("\n", 1)
+    assert status == "3", said
+    assert said.strip().splitlines() == [
+        f"tfcourse check: not run here: this is the kernel of the check of {notebook.resolve()}, "
+        f"and a check does not start another one"], said

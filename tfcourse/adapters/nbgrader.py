@@ -16,9 +16,21 @@
 - `ExecuteSolution` is for `generate_solution` only: it runs the course's own solution notebook
   (from `source/`, written by the instructor) in a kernel, so that the solutions show their plots,
   then scores it like `SandboxedGrade`. It refuses any notebook outside the course's `source/`.
+  What the run printed is kept as the finished cell shows it, without a progress bar's redraws and
+  timings (tfcourse/build/outputs.py), so that building twice changes nothing in `solutions/`.
+- `OverwriteReleasedCells` is nbgrader's autograde step that puts each locked cell back as the
+  gradebook holds it, without nbgrader's false alarm: nbgrader warns `Attribute 'checksum' for cell
+  sdpa has changed!` for every test cell of every submission, because the gradebook holds a test
+  cell with its hidden tests and students were given it without them. This step restores those
+  cells just the same, and warns only when a student changed a locked cell.
+- `ClearHiddenTestsOnPage` and `SanitizeMarkdown` declare nbconvert's `display_data_priority`
+  setting, as nbgrader's `GetGrades` does: nbconvert's HTML exporter sets it for every step of
+  `generate_feedback`, and a step that does not declare it logs `Config option
+  display_data_priority not recognized` for each notebook.
 """
 from __future__ import annotations
 
+import copy
 import os
 import re
 import shutil
@@ -28,26 +40,32 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_output
 from nbgrader.exchange.default.collect import ExchangeCollect
-from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from nbgrader.utils import ignore_patterns
-from traitlets import Bool, Unicode
+from nbgrader.api import MissingEntry
+from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor, OverwriteCells
+from nbgrader.utils import compute_checksum, ignore_patterns
+from traitlets import Bool, List, Unicode
 
 from tfcourse import notebook as nbtools
 from tfcourse.course import load_course
 
+from ..build.outputs import clean_outputs
 from ..grading.report import SubmissionReport
 from ..grading.results import Feedback, feedback
 from ..grading.runner import grade_in_child, student_threads, zero_report
 from ..grading.submission import KIND_WORDS, kind_inside
 
-COURSE_ROOT = Path(__file__).resolve().parents[2]        # the course folder above tfcourse/
 PLACEHOLDER = "# graded by tfcourse's autograder (see this cell's output)"
 
 
-def grade_with_runner(nb, assignment_id: str, notebook_name: str,
+def course_root(configured: str) -> Path:
+    """The course folder: as nbgrader_config.py sets it (`course_root`), else nbgrader's own
+    convention, the folder nbgrader runs in."""
+    return Path(configured or os.getcwd()).resolve()
+
+
+def grade_with_runner(course, nb, assignment_id: str, notebook_name: str,
                       threads: int | None = None) -> SubmissionReport:
     """Grade an in-memory notebook in a separate trusted grader process, as tfcourse grade does."""
-    course = load_course(COURSE_ROOT)
     with tempfile.TemporaryDirectory(prefix="tfnbgrader-") as scratch:
         folder = Path(scratch) / "submission"
         folder.mkdir()
@@ -77,16 +95,17 @@ def cell_outputs(view: Feedback, group) -> list:
                        traceback=summary.splitlines())]
 
 
-def _score_test_cells(nb, resources, lang_option: str, execute=None):
-    """Grade `nb` in the sandbox, blank the test cells while `execute(nb, resources)` (if any)
-    runs, then write the verdicts into them. Returns (nb, resources)."""
-    course = load_course(COURSE_ROOT)
+def _score_test_cells(root: Path, nb, resources, lang_option: str, execute=None):
+    """Grade `nb` in the sandbox with the course in `root`, blank the test cells while
+    `execute(nb, resources)` (if any) runs, then write the verdicts into them. Returns (nb,
+    resources)."""
+    course = load_course(root)
     assignment = course.assignment(resources["nbgrader"]["assignment"])
     name = resources["nbgrader"]["notebook"] + ".ipynb"
     lang = lang_option or course.language
-    kind = _submitted_kind(resources, assignment.id, name)
+    kind = _submitted_kind(course.root, resources, assignment.id, name)
     if kind in ("file", None):
-        report = grade_with_runner(nb, assignment.id, name)
+        report = grade_with_runner(course, nb, assignment.id, name)
     else:
         report = zero_report(course, assignment.id, name, "not graded: {name} is {what}; only "
                                                           "regular files are graded",
@@ -110,21 +129,29 @@ def _score_test_cells(nb, resources, lang_option: str, execute=None):
     return nb, resources
 
 
-def _submitted_kind(resources, assignment_id: str, name: str) -> str | None:
+def _submitted_kind(root: Path, resources, assignment_id: str, name: str) -> str | None:
     """What the student's submitted notebook is on disk ("file", "link", ...), read without
     following any link below the course's `submitted/` folder; None outside autograde."""
     student = resources["nbgrader"].get("student")
-    submitted = COURSE_ROOT / "submitted"
+    submitted = root / "submitted"
     if not student or not submitted.is_dir() or os.environ.get("NBGRADER_EXECUTION") != "autograde":
         return None
     kind = kind_inside(submitted, (str(student), assignment_id, name))
     return None if kind == "missing" else kind
 
 
+def _display_data_priority():
+    """nbconvert's `display_data_priority`, declared as a setting (see the module's docstring)."""
+    return List(NbGraderPreprocessor.class_traits()["display_data_priority"].default()).tag(
+        config=True)
+
+
 class SanitizeMarkdown(NbGraderPreprocessor):
     """Raw HTML in markdown cells shown as text: a student's `<img onerror=...>` or `<script>` must
     not run in the instructor's browser when nbgrader's feedback or formgrader pages show the
     notebook (nbgrader's own templates render markdown without sanitizing it)."""
+
+    display_data_priority = _display_data_priority()
 
     TAG = re.compile(r"<(?=[A-Za-z/!?])")
 
@@ -150,9 +177,11 @@ class SandboxedGrade(NbGraderPreprocessor):
     """nbgrader autograde's grading step: verdicts from the sandboxed grader, and no kernel."""
 
     lang = Unicode("", help="Language of the verdicts; default: course.yaml's.").tag(config=True)
+    course_root = Unicode("", help="The course folder (default: where nbgrader runs).").tag(
+        config=True)
 
     def preprocess(self, nb, resources):
-        return _score_test_cells(nb, resources, self.lang)
+        return _score_test_cells(course_root(self.course_root), nb, resources, self.lang)
 
 
 class ExecuteSolution(Execute):
@@ -161,11 +190,56 @@ class ExecuteSolution(Execute):
     lang = Unicode("", help="Language of the verdicts; default: course.yaml's.").tag(config=True)
     record_timing = Bool(False, help="No timestamps in cell metadata (keeps diffs clean).").tag(
         config=True)
+    course_root = Unicode("", help="The course folder (default: where nbgrader runs).").tag(
+        config=True)
 
     def preprocess(self, nb, resources):
+        root = course_root(self.course_root)
         folder = Path(resources.get("metadata", {}).get("path") or ".").resolve()
-        source = (COURSE_ROOT / "source").resolve()
+        source = (root / "source").resolve()
         if folder != source and source not in folder.parents:
             raise RuntimeError(f"ExecuteSolution runs only the course's own notebooks (in "
                                f"{source}), not {folder}: use SandboxedGrade for students' work")
-        return _score_test_cells(nb, resources, self.lang, execute=super().preprocess)
+        return _score_test_cells(root, nb, resources, self.lang, execute=self._execute)
+
+    def _execute(self, nb, resources):
+        nb, resources = super().preprocess(nb, resources)
+        return clean_outputs(nb), resources
+
+
+class ClearHiddenTestsOnPage(ClearHiddenTests):
+    """nbgrader's ClearHiddenTests, for generate_feedback's page (see the module's docstring)."""
+
+    display_data_priority = _display_data_priority()
+
+
+class OverwriteReleasedCells(OverwriteCells):
+    """nbgrader's OverwriteCells, quiet about a locked cell that is as it was released (the
+    gradebook's cell without its hidden tests): see the module's docstring. Every other change
+    nbgrader reports is still reported, and every locked cell is restored as before."""
+
+    _as_released = False
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        self._as_released = self._is_as_released(cell)
+        return super().preprocess_cell(cell, resources, cell_index)
+
+    def report_change(self, name, attr, old, new):
+        if not (attr == "checksum" and self._as_released):
+            super().report_change(name, attr, old, new)
+
+    def _is_as_released(self, cell) -> bool:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id is None:
+            return False
+        try:
+            source = self.gradebook.find_source_cell(grade_id, self.notebook_id,
+                                                     self.assignment_id)
+            original = copy.deepcopy(cell)
+            original.source = source.source
+            released = copy.deepcopy(original)
+            ClearHiddenTests(config=self.config)._remove_hidden_test_region(released)
+            return (released.source == cell.source
+                    and compute_checksum(original) == source.checksum)
+        except (MissingEntry, KeyError, RuntimeError):
+            return False

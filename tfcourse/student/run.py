@@ -4,9 +4,18 @@ The notebook is run in a fresh kernel in its own folder, on a copy (the file is 
 is saved on disk. Each test cell's outcome is reported: its ✓ lines when it passed, its message when
 it did not. An answer or setup cell that raised is reported first, since every check after it fails
 for that reason. Hidden checks are not run here; they run when the notebook is graded.
+
+A check never starts another check. A cell whose code runs `tfcourse check` itself (the self-check
+cell a student keeps in the notebook: `!tfcourse check attention.ipynb`, `%run -m tfcourse check`,
+`subprocess.run([..., "-m", "tfcourse", "check", ...])`) is skipped and reported as skipped; and the
+kernel a check starts carries TFCOURSE_CHECK_KERNEL in its environment, so that a `tfcourse check`
+started from it anyway (by code this module did not recognise) refuses at once, with one line and
+exit status 3, instead of running the notebook again in a kernel of its own, and so on without end.
 """
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -14,6 +23,16 @@ import nbformat
 
 from .. import notebook
 from ..i18n import render
+
+KERNEL_MARK = "TFCOURSE_CHECK_KERNEL"   # set in the kernel a check starts, to the notebook checked
+REFUSED = 3                             # the exit status of a check started inside that kernel
+
+# `tfcourse check` or `-m tfcourse check` on a command line, or "tfcourse", "check" in a list of
+# arguments; only in code that starts a command (a `!` line, a magic, a function that runs one).
+_CHECK_COMMAND = re.compile(r"""\btfcourse(?:[ \t]+|['"][ \t]*,\s*['"])check\b""")
+_STARTS_A_COMMAND = re.compile(r"^\s*[!%]|\b(?:subprocess|Popen|system|popen|spawn\w*|exec[lvpe]*|"
+                               r"getoutput|getstatusoutput|check_output|check_call|run_line_magic|"
+                               r"run_cell_magic)\b", re.MULTILINE)
 
 
 def _error(outputs) -> str | None:
@@ -37,8 +56,24 @@ def _first_line(cell) -> str:
     return lines[0].strip() if lines else ""
 
 
+def check_command(source: str) -> str | None:
+    """The line of a code cell that runs `tfcourse check` (comment lines aside), or None."""
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#"))
+    found = _CHECK_COMMAND.search(code)
+    if not found or not _STARTS_A_COMMAND.search(code):
+        return None
+    start = code.rfind("\n", 0, found.start()) + 1
+    return code[start:].split("\n", 1)[0].strip()
+
+
 def run_visible_checks(path: Path, timeout: int = 600) -> int:
-    """Run the notebook and print each visible check; 0 when all pass, 1 otherwise, 2 if unreadable."""
+    """Run the notebook and print each visible check; 0 when all pass, 1 otherwise, 2 if
+    unreadable, 3 (REFUSED) when started inside the kernel of another check."""
+    if os.environ.get(KERNEL_MARK):
+        print(render("tfcourse check: not run here: this is the kernel of the check of {outer}, "
+                     "and a check does not start another one", {"outer": os.environ[KERNEL_MARK]},
+                     "en"))
+        return REFUSED
     try:        # a Jupyter kernel runs the notebook: nbclient comes with JupyterLab
         from nbclient import NotebookClient
         from nbclient.exceptions import CellTimeoutError, DeadKernelError
@@ -62,6 +97,12 @@ def run_visible_checks(path: Path, timeout: int = 600) -> int:
     tests = [cell for cell in nb.cells if notebook.is_test(cell)]
     for cell in tests:
         cell.source = notebook.strip_hidden_tests(cell.source)
+    skipped = []
+    for cell in nb.cells:
+        command = check_command(cell.source) if cell.cell_type == "code" else None
+        if command is not None:
+            skipped.append(command)
+            cell.source = ""            # nbclient runs no cell without code
     client = NotebookClient(nb, timeout=timeout, allow_errors=True,
                             resources={"metadata": {"path": str(path.resolve().parent)}})
     print(say("running {path} as it is saved on disk (its training cells too, so this can take a "
@@ -69,12 +110,16 @@ def run_visible_checks(path: Path, timeout: int = 600) -> int:
     stopped = None
     try:
         # The kernel's own log (transport warnings) is noise to a student; outputs come by messages.
-        client.execute(stderr=subprocess.DEVNULL)
+        client.execute(stderr=subprocess.DEVNULL,
+                       env={**os.environ, KERNEL_MARK: str(path.resolve())})
     except CellTimeoutError:
         stopped = say("a cell ran longer than {seconds} s, so the run stopped there", seconds=timeout)
     except DeadKernelError:
         stopped = say("the kernel died (out of memory?), so the run stopped there")
 
+    for line in skipped:
+        print(f"\n[{say('SKIPPED')}] " + say("the cell with `{line}` was not run: a check does not "
+                                               "start another check", line=line))
     for cell in nb.cells:
         error = _error(cell.get("outputs", []))
         answer_or_setup = notebook.is_solution(cell) or notebook.role(cell) in ("setup", "language")
