@@ -359,6 +359,35 @@ def classifier(EncoderClassifier):
     _ok("extra padding does not change the prediction")
 
 
+@_checked
+def regressor(EncoderRegressor):
+    model = _call("EncoderRegressor", EncoderRegressor, vocab_size=12, d_model=32, num_heads=4,
+                  num_layers=2, d_ff=64, dropout=0.1, pad_id=0)
+    head = getattr(model, "head", None)
+    if not isinstance(head, torch.nn.Linear) or (head.in_features, head.out_features) != (32, 1):
+        _fail("the head should be nn.Linear(d_model, 1): one output, the prediction")
+    model.eval()
+    tokens = torch.tensor([[4, 5, 6, 0, 0], [7, 8, 9, 10, 11]])
+    out = _call("EncoderRegressor", model, tokens)
+    if isinstance(out, torch.Tensor) and tuple(out.shape) == (2, 1):
+        _fail("the output should be one number per sequence, shape [2], not [2, 1]: drop the "
+              "head's last axis (squeeze(-1))")
+    _shape(out, (2,), "the output for 2 sequences")
+    if not out.is_floating_point():
+        _fail("the output should be a floating-point tensor of predictions")
+    _ok("a linear head with one output; predictions of shape [2]")
+    changed = tokens.clone()
+    changed[:, 1] = 3
+    if torch.allclose(out, _call("EncoderRegressor", model, changed), atol=1e-6):
+        _fail("the prediction did not change when a real token changed: it must depend on the "
+              "tokens")
+    longer = torch.tensor([[4, 5, 6, 0, 0, 0, 0], [7, 8, 9, 10, 11, 0, 0]])
+    if not torch.allclose(out, _call("EncoderRegressor", model, longer), atol=1e-5):
+        _fail("adding padding changed the prediction: mask the pad keys and leave pads out of "
+              "the pooling")
+    _ok("the prediction depends on the tokens, and extra padding does not change it")
+
+
 # -- 03: sorting ---------------------------------------------------------------------------------
 @_checked
 def transformer(Transformer):
