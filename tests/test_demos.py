@@ -18,7 +18,6 @@ from tfcourse.student import show, use_language
 from conftest import NOTEBOOK_OF, ROOT
 
 matplotlib.use("Agg")
-# 02-layers joins this list once its demo cells use show.needs too.
 WITH_NEEDS = ["01-attention", "02-layers", "03-sorting"]
 
 

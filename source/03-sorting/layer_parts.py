@@ -106,3 +106,34 @@ class EncoderClassifier(nn.Module):
         real = (tokens != self.pad_id).unsqueeze(-1).float()
         pooled = (x * real).sum(dim=1) / real.sum(dim=1).clamp(min=1)
         return F.log_softmax(self.head(pooled), dim=-1)
+
+
+class EncoderRegressor(nn.Module):
+    """Encoder stack plus a regression head returning one real number per sequence, [B].
+
+    Parameters: embedding (nn.Embedding), layers (nn.ModuleList of EncoderLayer), head
+    (nn.Linear(d_model, 1)). forward(tokens [B, T]) -> [B]: pad tokens (pad_id) are masked and not
+    pooled; the head's output is the prediction, with no activation.
+    """
+
+    def __init__(self, vocab_size, d_model, num_heads, num_layers, d_ff, dropout=0.1, pad_id=0,
+                 max_len=64):
+        super().__init__()
+        self.d_model, self.pad_id = d_model, pad_id
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.register_buffer("positions", positional_encoding(max_len, d_model), persistent=False)
+        self.layers = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, dropout)
+                                    for _ in range(num_layers))
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(d_model, 1)
+
+    def forward(self, tokens):
+        T = tokens.shape[1]
+        x = self.embedding(tokens) * math.sqrt(self.d_model) + self.positions[:T]
+        x = self.dropout(x)
+        mask = padding_mask(tokens, self.pad_id)
+        for layer in self.layers:
+            x = layer(x, mask)
+        real = (tokens != self.pad_id).unsqueeze(-1).float()
+        pooled = (x * real).sum(dim=1) / real.sum(dim=1).clamp(min=1)
+        return self.head(pooled).squeeze(-1)
