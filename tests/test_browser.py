@@ -316,3 +316,55 @@ def test_the_instructor_releases_and_collects_in_the_formgrader(instructor, brow
     browser.save_screenshot(str(tmp_path / "formgrader-collected.png"))
     submitted = course / "submitted" / "alice" / "01-attention" / "attention.ipynb"
     assert submitted.read_bytes() == (alice / "01-attention" / "attention.ipynb").read_bytes()
+
+
+# The instructor guide's self-check cell, as a student keeps it in the notebook it checks.
+SELF_CHECK = "import sys\n!{sys.executable} -m tfcourse check attention.ipynb"
+
+
+def checks_running(folder: Path) -> list[int]:
+    """`tfcourse check` processes (and kernels they started) working in `folder`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+            where = os.readlink(f"/proc/{entry}/cwd")
+        except OSError:
+            continue
+        if b"tfcourse check" in command and where == str(folder):
+            found.append(int(entry))
+    return found
+
+
+def test_a_student_runs_the_guides_self_check_cell_and_it_ends(lab, browser, tmp_path):
+    """The guide's self-check cell, run in JupyterLab from the notebook it checks: the check it
+    starts skips that cell (no chain of checks), reports, and nothing of it keeps running."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    assert SELF_CHECK in (ROOT / "docs" / "instructor-guide.md").read_text()
+    folder = tmp_path / "student"
+    nb = json.loads((folder / "attention.ipynb").read_text())
+    nb["cells"].insert(1, {"cell_type": "code", "execution_count": None, "id": "selfcheck",
+                           "metadata": {}, "outputs": [], "source": SELF_CHECK})
+    (folder / "attention.ipynb").write_text(json.dumps(nb))     # saved, as the guide says
+
+    url, token = lab
+    browser.get(f"{url}/lab/tree/attention.ipynb?token={token}")
+    wait_for(browser, ".jp-NotebookPanel .jp-MarkdownOutput h1", "Assignment 1")
+    wait_for(browser, ".jp-Notebook-ExecutionIndicator[data-status='idle']")
+    cells(browser)[1].click()
+    ActionChains(browser).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
+    output = wait_for(cells(browser)[1], ".jp-OutputArea-output", "visible checks pass",
+                      timeout=300)
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", output)
+    browser.save_screenshot(str(tmp_path / "self-check.png"))
+    assert "[SKIPPED] the cell with `!{sys.executable} -m tfcourse check attention.ipynb`" \
+        in output.text, output.text
+    assert output.text.count("[SKIPPED]") == 1, output.text
+    deadline = time.monotonic() + 30                 # the check's kernel shuts down as it ends
+    while checks_running(folder) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not checks_running(folder), "a tfcourse check is still running after the cell ended"
