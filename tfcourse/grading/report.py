@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 
-PARAM_CHARS = 400                # the longest value put into a message
+PARAM_CHARS = 2000               # the longest value put into a message (a student's text is
+                                 # cut shorter where it is read: 300 to 400 characters)
 _CONTROL = dict.fromkeys([*range(0, 9), *range(11, 32), 127, *range(128, 160)])
 
 
