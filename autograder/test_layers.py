@@ -518,19 +518,24 @@ def _tokens(ctx):
     return tokens
 
 
-def test_classifier_structure(ctx):
-    handle = ctx.new("EncoderClassifier", swap_globals=STAND_INS, **CLASSIFIER)
-    _names_and_shapes(ctx, handle, ctx.reference_module("EncoderClassifier", **CLASSIFIER),
-                      "EncoderClassifier", skipped=["layers"])
+def _expect_encoder_stack(ctx, cls: str, options: dict) -> None:
+    """The structure of an encoder-only model (the classifier, the regressor): its own parameters
+    by name and shape, and its encoder layers, one object each, in an nn.ModuleList `layers`."""
+    handle = ctx.new(cls, swap_globals=STAND_INS, **options)
+    _names_and_shapes(ctx, handle, ctx.reference_module(cls, **options), cls, skipped=["layers"])
     children = {name: identity for name, _, identity in handle.info.get("children", [])}
-    count = CLASSIFIER["num_layers"]
+    count = options["num_layers"]
     layers = [children.get(f"layers.{index}") for index in range(count)]
     if None in layers or f"layers.{count}" in children:
-        raise Fail("EncoderClassifier(num_layers=2) should hold 2 encoder layers registered as "
-                   "submodules: keep them in an nn.ModuleList named layers")
+        raise Fail("{cls}(num_layers={count}) should hold {count} encoder layers registered as "
+                   "submodules: keep them in an nn.ModuleList named layers", cls=cls, count=count)
     if len(set(layers)) < count:
         raise Fail("the encoder layers share parameters: build a new layer for each position in "
                    "the stack")
+
+
+def test_classifier_structure(ctx):
+    _expect_encoder_stack(ctx, "EncoderClassifier", CLASSIFIER)
 
 
 def test_classifier_logprobs(ctx):
@@ -655,18 +660,7 @@ def _regressor_variants(ctx, reference, tokens) -> list[tuple[torch.Tensor, str]
 
 
 def test_regressor_structure(ctx):
-    handle = ctx.new("EncoderRegressor", swap_globals=STAND_INS, **REGRESSOR)
-    _names_and_shapes(ctx, handle, ctx.reference_module("EncoderRegressor", **REGRESSOR),
-                      "EncoderRegressor", skipped=["layers"])
-    children = {name: identity for name, _, identity in handle.info.get("children", [])}
-    count = REGRESSOR["num_layers"]
-    layers = [children.get(f"layers.{index}") for index in range(count)]
-    if None in layers or f"layers.{count}" in children:
-        raise Fail("EncoderRegressor(num_layers=2) should hold 2 encoder layers registered as "
-                   "submodules: keep them in an nn.ModuleList named layers")
-    if len(set(layers)) < count:
-        raise Fail("the encoder layers share parameters: build a new layer for each position in "
-                   "the stack")
+    _expect_encoder_stack(ctx, "EncoderRegressor", REGRESSOR)
 
 
 def test_regressor_values(ctx):
