@@ -518,6 +518,20 @@ def _tokens(ctx):
     return tokens
 
 
+def _with_more_padding(run, tokens, what: str):
+    """(run(tokens), the output for `tokens` with three more pads), for a padding check of an
+    encoder-only model: the output must first change when a real token changes (expect_varies),
+    so that an output that ignores its input cannot pass."""
+    longer = torch.cat([tokens, torch.zeros(len(tokens), 3, dtype=tokens.dtype)], dim=1)
+    short = run(tokens)
+    long, _ = run(longer)
+    changed = tokens.clone()
+    changed[:, 1] = changed[:, 1] % 12 + 1          # a real token (not padding) changed
+    other, _ = run(changed)
+    expect_varies(short[0], other, what, "a token that is not padding changed")
+    return short, long
+
+
 def _expect_encoder_stack(ctx, cls: str, options: dict) -> None:
     """The structure of an encoder-only model (the classifier, the regressor): its own parameters
     by name and shape, and its encoder layers, one object each, in an nn.ModuleList `layers`."""
@@ -554,14 +568,7 @@ def test_classifier_logprobs(ctx):
 def test_classifier_padding(ctx):
     ctx.seed(73)
     run = _classifier_with_probes(ctx, seed=74)
-    tokens = _tokens(ctx)
-    longer = torch.cat([tokens, torch.zeros(3, 3, dtype=tokens.dtype)], dim=1)
-    short, _ = run(tokens)
-    long, _ = run(longer)
-    changed = tokens.clone()
-    changed[:, 1] = changed[:, 1] % 12 + 1          # a real token (not padding) changed
-    other, _ = run(changed)
-    expect_varies(short, other, "the classifier's output", "a token that is not padding changed")
+    (short, _), long = _with_more_padding(run, _tokens(ctx), "the classifier's output")
     if not close(short, long, ctx.atol, ctx.rtol):
         raise Fail("adding padding changed the prediction: pads must be masked as keys (pass "
                    "padding_mask to every layer) and left out of the mean")
@@ -685,13 +692,7 @@ def test_regressor_padding(ctx):
     ctx.seed(83)
     run = _with_probe_layers(ctx, "EncoderRegressor", REGRESSOR, seed=84)
     tokens = _regressor_tokens(ctx)
-    longer = torch.cat([tokens, torch.zeros(4, 3, dtype=tokens.dtype)], dim=1)
-    short, references = run(tokens)
-    long, _ = run(longer)
-    changed = tokens.clone()
-    changed[:, 1] = changed[:, 1] % 12 + 1          # a real token (not padding) changed
-    other, _ = run(changed)
-    expect_varies(short, other, "the regressor's output", "a token that is not padding changed")
+    (short, references), long = _with_more_padding(run, tokens, "the regressor's output")
     if not close(short, long, ctx.atol, ctx.rtol):
         cause = first_match(short, [variant for variant in _regressor_variants(
             ctx, references[0], tokens) if variant[1] in (MEAN_WITH_PADS, LAYERS_WITHOUT_MASK)],

@@ -32,11 +32,6 @@ class NotGraded(Fail):
     """No check of a group (or notebook) can run; the message says why."""
 
 
-def groups_of_notebook(course: Course, assignment_id: str, notebook_name: str):
-    """The check groups whose test cells live in this notebook, in course.yaml's order."""
-    return assignment_source(course, assignment_id).groups_in(notebook_name)
-
-
 class NotebookRun:
     """One notebook of a submission, from reading it to its report. The student's process starts
     at the first check that needs it (`context`), and ends with `finish`."""
@@ -46,11 +41,11 @@ class NotebookRun:
         self.course, self.assignment, self.name = course, assignment, name
         self.started = time.monotonic()
         self.report = NotebookReport(name)
-        self.groups = groups_of_notebook(course, assignment.id, name)
+        source = assignment_source(course, assignment.id)
+        self.groups = source.groups_in(name)        # those whose test cells are in it
         self.config, self.prestarted, self.standins = config, prestarted, standins
         self.program = load_program(course.source_dir / assignment.id / name, path,
-                                    course.limit("notebook_mb"),
-                                    source=assignment_source(course, assignment.id).notebook(name))
+                                    course.limit("notebook_mb"), source=source.notebook(name))
         self.report.notes = self.program.notes
         self.session: StudentSession | None = None
         self._context: Context | None = None

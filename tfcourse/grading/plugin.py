@@ -28,6 +28,7 @@ import pytest
 
 from ..course import Course, CourseError, find_course_root, load_course
 from ..sandbox.session import OutOfTime
+from ..source import assignment_source
 from .framework import verdict
 from .report import SubmissionReport, TestResult, shown
 
@@ -70,16 +71,21 @@ class SubmissionRun:
 
     def notebook(self, group):
         """The NotebookRun holding `group`'s test cell."""
-        from .grade import NotebookRun, groups_of_notebook
-
         if self._notebook_of_group is None:
-            self._notebook_of_group = {
-                g.id: name for name in self.notebooks
-                for g in groups_of_notebook(self.course, self.assignment.id, name)}
+            source = assignment_source(self.course, self.assignment.id)
+            self._notebook_of_group = {group.id: name for name in self.notebooks
+                                       for group in source.groups_in(name)}
         name = self._notebook_of_group.get(group.id)
         if name is None:
             raise CourseError(f"no notebook of {self.assignment.id} has the test cell "
                               f"{group.id!r}")
+        return self._run_of(name)
+
+    def _run_of(self, name: str):
+        """The NotebookRun of the notebook `name`, made at the first need (the first one made
+        takes the sandbox started beforehand)."""
+        from .grade import NotebookRun
+
         if name not in self._runs:
             self._runs[name] = NotebookRun(self.course, self.assignment, name,
                                            self.notebooks[name], self.config, self.prestarted,
@@ -93,15 +99,9 @@ class SubmissionRun:
     def finish(self) -> SubmissionReport:
         """Every notebook's report, with a result for every check of course.yaml: a check whose
         test did not run (deselected, or pytest stopped) is not graded."""
-        from .grade import NotebookRun
-
         report = SubmissionReport(self.assignment.id, self.name)
-        for name, path in self.notebooks.items():
-            run = self._runs.get(name)
-            if run is None:               # no check of it ran: still read it for its notes
-                run = self._runs[name] = NotebookRun(self.course, self.assignment, name, path,
-                                                     self.config, self.prestarted, self.standins)
-                self.prestarted = None
+        for name in self.notebooks:
+            run = self._run_of(name)      # also a notebook no check ran: read for its notes
             notebook = run.finish()
             for group in run.groups:
                 refusal = self.group_refusals.get(group.id)
