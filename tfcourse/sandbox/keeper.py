@@ -93,7 +93,8 @@ def _cgroup_members(folders: list[str]) -> set[int]:
     return found
 
 
-def _reap() -> None:
+def reap() -> None:
+    """Collect every child that has ended (zombies), without waiting for the others."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -112,7 +113,7 @@ def end_everything(spec: dict, remove_cgroup: bool) -> None:
             with open(os.path.join(folder, "cgroup.kill"), "w") as handle:
                 handle.write("1")
     for _ in range(200):
-        _reap()
+        reap()
         victims = _cgroup_members(folders) | set(_descendants())
         if not victims:
             break

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import limits as measure
+from .keeper import reap
 from .binds import (INSIDE_LIB, INSIDE_PYTHON, INSIDE_WORK, Binds, gpu_binds, interpreter_binds,
                     mask_hidden, system_binds, under)
 from .limits import DISK, MEMORY, PROCESSES, Cgroup, Limits
@@ -611,7 +612,7 @@ class Sandbox:
                 process.wait(timeout=2)
             except subprocess.TimeoutExpired:
                 continue
-            self._reap()
+            reap()
             if not self._members():
                 break
         self._stop.set()
@@ -631,15 +632,6 @@ class Sandbox:
                 found.append(pid)
                 found += descendants(pid, table)
         return found
-
-    def _reap(self):
-        while True:
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
 
     def close(self):
         self.kill()
