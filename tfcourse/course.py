@@ -10,6 +10,7 @@ says how a field is read); `read_mapping` checks a mapping from course.yaml agai
 """
 from __future__ import annotations
 
+import datetime
 import difflib
 import math
 import os
@@ -277,6 +278,57 @@ class Rules:
     allowed: tuple[str, ...] = setting(())
 
 
+Visibility = Literal["visible", "score_only", "after_deadline"]
+
+
+def _visibilities(value, where: str) -> Mapping[str, str]:
+    """feedback.checks: a check (group.test) or a group, to what it shows before the deadline."""
+    if value is None:
+        return _read_only({})
+    if not isinstance(value, Mapping):
+        raise CourseError(f"{_at(where)}must be a mapping from a check (group.test) or a group "
+                          f"to visible, score_only or after_deadline, not {_show(value)}")
+    return _read_only({str(check): read_value(shown, Visibility, {}, _path(where, check))
+                       for check, shown in value.items()})
+
+
+@dataclass(frozen=True)
+class FeedbackOnSubmit:
+    """course.yaml `feedback`: the hub's feedback on submit (tfcourse/hub/, docs/jupyterhub.md).
+    Fair use: gradings per student and assignment in any hour and any 24 hours; what each check
+    shows before its assignment's deadline (after it, everything)."""
+    per_hour: int = setting(3, low=0)
+    per_day: int = setting(12, low=0)
+    before_deadline: Visibility = setting("visible")
+    checks: Mapping[str, str] = setting(factory=lambda: MappingProxyType({}), read=_visibilities,
+                                        what="a mapping from check to visibility")
+
+    def visibility(self, test_id: str) -> str:
+        """What the check `test_id` (group.test) shows before the deadline."""
+        group = test_id.partition(".")[0]
+        return self.checks.get(test_id) or self.checks.get(group) or self.before_deadline
+
+
+def _deadline(value, where: str) -> datetime.datetime | None:
+    """An assignment's `due`: a date and time with its UTC offset (YAML reads
+    2027-01-15T23:59:00+01:00 as one)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.datetime.fromisoformat(value)
+        except ValueError:
+            raise CourseError(f"{_at(where)}must be a date and time such as "
+                              f"2027-01-15T23:59:00+01:00, not {_show(value)}") from None
+    if not isinstance(value, datetime.datetime):
+        raise CourseError(f"{_at(where)}must be a date and time such as "
+                          f"2027-01-15T23:59:00+01:00, not {_show(value)}")
+    if value.tzinfo is None:
+        raise CourseError(f"{_at(where)}needs its UTC offset (2027-01-15T23:59:00+01:00, or Z "
+                          f"for UTC): without it, the deadline depends on the server's clock zone")
+    return value
+
+
 # -- assignments -----------------------------------------------------------------------------------
 def _titles(value, where: str) -> Mapping[str, str]:
     if isinstance(value, str) and value:
@@ -378,6 +430,8 @@ class Assignment:
     provides: Provides | None = setting(None)
     uses: tuple[str, ...] = setting(())
     checks: tuple[CheckGroup, ...] = setting((), read=_checks)
+    # the deadline: feedback on submit shows some checks only after it (course.yaml `feedback`)
+    due: datetime.datetime | None = setting(None, read=_deadline, what="a date and time")
 
     @property
     def provides_module(self) -> str | None:
@@ -456,6 +510,7 @@ class Course:
                                         what="a string or a mapping from language to string")
     language: str = setting("en")               # the edition `tfcourse build` writes
     languages: tuple[str, ...] = setting(("en",))
+    feedback: FeedbackOnSubmit = setting(factory=FeedbackOnSubmit)
     # course.yaml as read, read-only at its top (for a test or a tool that writes a variant)
     raw: Mapping = field(repr=False, compare=False, default_factory=lambda: MappingProxyType({}))
 
@@ -516,6 +571,14 @@ def parse_course(data: Mapping, root: Path) -> Course:
     values = read_mapping(Course, data, "")
     values["titles"] = values.get("titles") or _read_only({"en": values["id"]})
     course = Course(root=Path(root), **values, raw=_read_only(data))
+    known = {name for a in course.assignments for group in a.checks
+             for name in (group.id, *group.test_ids())}
+    for check in course.feedback.checks:
+        if check not in known:
+            close = difflib.get_close_matches(check, sorted(known), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise CourseError(f"{_at(f'feedback.checks.{check}')}no assignment has this check "
+                              f"or group{hint}")
     if course.language not in course.languages:
         raise CourseError(f"{_at('language')}{course.language!r} is not among languages "
                           f"({', '.join(course.languages)})")

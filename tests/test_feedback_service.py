@@ -1,0 +1,623 @@
+"""Feedback on submit (tfcourse/hub/): the exchange's inbound folder, fair use, what a student sees,
+and a service that stops at any moment and starts again without losing or doubling a grading.
+
+The fast tests grade with a stand-in grader (no sandbox); the last test runs the real service
+command, grading in the sandbox, and kills it mid-queue.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tfcourse.course import CourseError, load_course, parse_course
+from tfcourse.grading.report import NotebookReport, SubmissionReport, TestResult
+from tfcourse.hub import page
+from tfcourse.hub.ledger import (DAY, FAILED, GRADED, HOUR, LIMITED, QUEUED, REFUSED,
+                                 SUPERSEDED, AlreadyRunning, Ledger, next_allowed)
+from tfcourse.hub.service import Service
+
+from conftest import ROOT, make_submission, replace_in, scores, solution_cells, strip
+
+T0 = 1_800_000_000.0                    # a fixed clock for the tests
+
+
+class Clock:
+    def __init__(self, now=T0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+def full_marks(course, folder: Path, assignment: str) -> SubmissionReport:
+    """A stand-in grader: every check passes."""
+    tests = [TestResult(test_id, course.assignment(assignment).points_of(test_id),
+                        course.assignment(assignment).points_of(test_id))
+             for test_id in course.assignment(assignment).test_ids()]
+    name = course.assignment(assignment).notebooks[0]
+    assert (folder / name).is_file(), "the grader gets the copied notebook"
+    return SubmissionReport(assignment, folder.name, [NotebookReport(name, tests)])
+
+
+def submit(exchange: Path, student: str, assignment: str = "01-attention", stamp: str = "1",
+           owner: str | None = None, notebook: bytes = b'{"cells": []}') -> Path:
+    """What `nbgrader submit` leaves in the inbound folder."""
+    inbox = exchange / "tfcourse" / "inbound"
+    if not inbox.is_dir():                      # as nbgrader's release makes it
+        inbox.mkdir(parents=True)
+        os.chmod(inbox, 0o733)
+    folder = inbox / f"{student}+{assignment}+{stamp}+r{stamp}"
+    folder.mkdir()
+    name = load_course(ROOT).assignment(assignment).notebooks[0]
+    (folder / name).write_bytes(notebook)
+    (folder / "timestamp.txt").write_text(stamp)
+    if owner:
+        for path in (folder, folder / name, folder / "timestamp.txt"):
+            shutil.chown(path, owner)
+    os.chmod(folder, 0o777)                     # nbgrader's last step
+    return folder
+
+
+@pytest.fixture
+def course():
+    return load_course(ROOT)
+
+
+def service(course, tmp_path, clock=None, grade=full_marks, **options) -> Service:
+    options.setdefault("trust_names", True)
+    return Service(course, tmp_path / "exchange", tmp_path / "state", clock=clock or Clock(),
+                   grade=grade, **options)
+
+
+def grade_next(feedback: Service) -> str:
+    """Grade the submission whose turn it is (as a worker would); its key."""
+    record = feedback.next_turn()
+    feedback.grade_one(record)
+    feedback.busy.discard(record.student)
+    return record.key
+
+
+# -- fair use ---------------------------------------------------------------------------------------
+def test_next_allowed_counts_the_last_hour_and_the_last_day():
+    assert next_allowed([], T0, 3, 12) is None
+    assert next_allowed([T0 - 10, T0 - 20], T0, 3, 12) is None
+    assert next_allowed([T0 - 10, T0 - 20, T0 - 30], T0, 3, 12) == T0 - 30 + HOUR
+    assert next_allowed([T0 - HOUR - 1] * 3, T0, 3, 12) is None          # out of the hour
+    day = [T0 - HOUR * (k + 2) for k in range(12)]
+    assert next_allowed(day, T0, 3, 12) == min(day) + DAY
+    assert next_allowed([], T0, 0, 12) == math.inf
+
+
+def test_a_student_over_the_limit_is_told_when_the_next_grading_is_allowed(course, tmp_path):
+    clock = Clock()
+    feedback = service(course, tmp_path, clock)
+    for minute in range(4):
+        clock.now = T0 + 60 * minute
+        submit(tmp_path / "exchange", "alice", stamp=str(minute))
+        feedback.scan()
+        if minute < 3:
+            grade_next(feedback)
+    submit(tmp_path / "exchange", "bob", stamp="9")            # others are not held back
+    feedback.scan()
+    states = {r.key.split("+")[2] + r.student: r for r in feedback.ledger.all()}
+    assert [states[f"{m}alice"].status for m in range(4)] == [GRADED] * 3 + [LIMITED]
+    assert states["9bob"].status == QUEUED
+    limited = states["3alice"]
+    assert limited.next_allowed == T0 + HOUR                   # the first one leaves the hour
+    records, results = feedback.view("alice")
+    text = page.page(course, "alice", records, results, clock.now, "en")
+    assert "fair use allows 3 gradings an hour and 12 a day" in text
+    assert page.when(T0 + HOUR) in text
+    # one hour after the first, one more is allowed
+    clock.now = T0 + HOUR + 1
+    submit(tmp_path / "exchange", "alice", stamp="60")
+    assert feedback.scan() == 1
+    assert feedback.ledger.records["alice+01-attention+60+r60"].status == QUEUED
+
+
+def test_the_limit_counts_each_assignment_apart(course, tmp_path):
+    feedback = service(course, tmp_path)
+    for stamp in "123":
+        submit(tmp_path / "exchange", "alice", stamp=stamp)
+        feedback.scan()
+        grade_next(feedback)
+    submit(tmp_path / "exchange", "alice", "02-layers", stamp="4")
+    feedback.scan()
+    assert sorted(r.status for r in feedback.ledger.all()) == [GRADED] * 3 + [QUEUED]
+
+
+def test_a_newer_submission_supersedes_one_still_waiting(course, tmp_path):
+    """One submission of each student and assignment waits at a time: resubmitting before one's
+    turn replaces the waiting one, which is neither graded nor counted."""
+    feedback = service(course, tmp_path)
+    for stamp in "12":
+        submit(tmp_path / "exchange", "alice", stamp=stamp)
+    feedback.scan()
+    statuses = {r.key.split("+")[2]: r.status for r in feedback.ledger.all()}
+    assert statuses == {"1": SUPERSEDED, "2": QUEUED}
+    assert not feedback.ledger.snapshot_folder("alice+01-attention+1+r1").exists()
+    assert grade_next(feedback) == "alice+01-attention+2+r2"
+    records, results = feedback.view("alice")
+    text = page.page(course, "alice", records, results, T0, "en")
+    assert "a newer submission came before its turn" in text
+
+
+def test_students_take_turns(course, tmp_path):
+    """eve queues a submission of each assignment, then bob one: bob's is graded second, not
+    last; and no student has two graded at once."""
+    clock = Clock()
+    feedback = service(course, tmp_path, clock)
+    for number, assignment in enumerate(["01-attention", "02-layers", "03-sorting"]):
+        submit(tmp_path / "exchange", "eve", assignment, stamp=str(number))
+    submit(tmp_path / "exchange", "bob", stamp="9")
+    feedback.scan()
+    order = []
+    for _ in range(4):
+        record = feedback.next_turn()
+        assert feedback.busy == {record.student}
+        feedback.grade_one(record)
+        feedback.busy.discard(record.student)
+        clock.now += 1
+        order.append(record.student)
+    assert order == ["eve", "bob", "eve", "eve"]
+
+
+def test_a_flood_of_submissions_is_not_even_recorded(course, tmp_path):
+    from tfcourse.hub.ledger import FLOOD
+
+    feedback = service(course, tmp_path)
+    for number in range(FLOOD + 30):
+        submit(tmp_path / "exchange", "eve", stamp=str(number))
+    submit(tmp_path / "exchange", "bob", stamp="x")
+    feedback.scan()
+    eve = feedback.ledger.of_student("eve")
+    assert len(eve) == FLOOD and [r.status for r in eve].count(QUEUED) == 1    # the newest
+    assert len(list((tmp_path / "state" / "snapshots").iterdir())) == 2    # eve's 1, bob's
+    assert feedback.ledger.of_student("bob")[0].status == QUEUED
+    assert feedback.scan() == 0                          # the rest stays left alone
+
+
+# -- who submitted --------------------------------------------------------------------------------
+def test_a_submission_under_another_students_name_is_refused(course, tmp_path):
+    feedback = service(course, tmp_path, trust_names=False)
+    submit(tmp_path / "exchange", "alice", owner="nobody")     # nobody wrote it, as "alice"
+    submit(tmp_path / "exchange", "nobody", stamp="2", owner="nobody")
+    feedback.scan()
+    records = {r.key: r for r in feedback.ledger.all()}
+    forged = records["alice+01-attention+1+r1"]
+    assert forged.status == REFUSED and forged.student == "nobody"
+    assert feedback.view("alice")[0] == []                      # nothing lands on alice's page
+    assert "submitted under the name alice from the account nobody" in \
+        page.status_line(forged, "en", course, None)
+    assert records["nobody+01-attention+2+r2"].status == QUEUED
+
+
+def test_entries_nbgrader_does_not_make_are_left_alone(course, tmp_path):
+    inbox = tmp_path / "exchange" / "tfcourse" / "inbound"
+    inbox.mkdir(parents=True)
+    os.chmod(inbox, 0o733)
+    junk = ["stray-file", ".hidden+01-attention+1", "noplus", "eve+01-attention+1+r",
+            "a+01-attention+" + "x" * 190, "eve+01-attention+" + "é" * 100]   # > 200 bytes
+    (inbox / junk[0]).write_text("x")
+    for name in junk[1:3] + junk[4:]:
+        (inbox / name).mkdir()
+        (inbox / name / "timestamp.txt").write_text("1")
+        os.chmod(inbox / name, 0o777)
+    os.symlink("/etc", inbox / junk[3])
+    feedback = service(course, tmp_path)
+    assert feedback.scan() == 0 and feedback.ledger.all() == []
+    assert feedback.watcher.junk == set(junk)           # looked at once, not at every poll
+
+
+def test_an_unknown_assignment_is_recorded_not_graded(course, tmp_path):
+    feedback = service(course, tmp_path)
+    submit(tmp_path / "exchange", "alice", "01-attention", stamp="1")
+    (tmp_path / "exchange/tfcourse/inbound/alice+99-extra+2+r").mkdir()
+    (tmp_path / "exchange/tfcourse/inbound/alice+99-extra+2+r/timestamp.txt").write_text("2")
+    os.chmod(tmp_path / "exchange/tfcourse/inbound/alice+99-extra+2+r", 0o777)
+    feedback.scan()
+    statuses = {r.assignment: r.status for r in feedback.ledger.all()}
+    assert statuses == {"01-attention": QUEUED, "99-extra": REFUSED}
+
+
+def test_a_submission_still_being_copied_waits(course, tmp_path):
+    from tfcourse.hub.inbox import SETTLE_SECONDS
+
+    feedback = service(course, tmp_path)
+    folder = submit(tmp_path / "exchange", "alice")
+    (folder / "timestamp.txt").unlink()             # nbgrader writes it after the notebooks
+    assert feedback.scan() == 0
+    (folder / "timestamp.txt").write_text("1")
+    assert feedback.scan() == 1
+    other = submit(tmp_path / "exchange", "bob")    # made without nbgrader: taken in the end
+    (other / "timestamp.txt").unlink()
+    old = time.time() - SETTLE_SECONDS - 1
+    os.utime(other, (old, old))
+    assert feedback.scan() == 1
+
+
+def test_nothing_is_taken_from_an_inbound_folder_that_is_not_the_instructors(course, tmp_path):
+    """A student who replaced the course's folder in an exchange root without the sticky bit,
+    or an inbound folder anyone can list: the service takes nothing, and says why."""
+    folder = submit(tmp_path / "exchange", "alice")
+    feedback = service(course, tmp_path)
+    inbox = folder.parent
+    os.chmod(inbox, 0o777)
+    assert feedback.scan() == 0 and "can be listed by others" in feedback.distrust
+    os.chmod(inbox, 0o733)
+    shutil.chown(inbox.parent, "nobody")
+    assert feedback.scan() == 0 and "belongs to nobody" in feedback.distrust
+    shutil.chown(inbox.parent, "root")
+    assert feedback.scan() == 1 and feedback.distrust == ""
+
+
+def test_a_renamed_submission_is_not_a_new_one(course, tmp_path):
+    feedback = service(course, tmp_path)
+    folder = submit(tmp_path / "exchange", "alice")
+    feedback.scan()
+    grade_next(feedback)
+    folder.rename(folder.with_name("alice+01-attention+again+x"))
+    assert feedback.scan() == 1
+    assert len(feedback.ledger.all()) == 1 and "alice+01-attention+again+x" in feedback.ignored
+
+
+def test_a_huge_notebook_is_copied_without_outputs_or_not_at_all(course, tmp_path):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "x = 1", outputs=[nbformat.v4.new_output("stream", text="y" * (65 << 20))])])
+    big = submit(tmp_path / "exchange", "alice", notebook=nbformat.writes(nb).encode())
+    sparse = submit(tmp_path / "exchange", "bob", stamp="2")
+    with open(sparse / "attention.ipynb", "r+b") as handle:
+        handle.truncate(65 << 20)                 # 65 MB of nothing, on no disk
+    feedback = service(course, tmp_path)
+    feedback.scan()
+    copied = (feedback.ledger.snapshot_folder(big.name) / "attention.ipynb").read_bytes()
+    assert len(copied) < 1000 and b'"x = 1"' in copied
+    assert not (feedback.ledger.snapshot_folder(sparse.name) / "attention.ipynb").exists()
+
+
+def test_a_file_of_another_account_is_not_copied(course, tmp_path):
+    folder = submit(tmp_path / "exchange", "nobody", owner="nobody")
+    shutil.chown(folder / "attention.ipynb", "root")
+    feedback = service(course, tmp_path, trust_names=False)
+    feedback.scan()
+    assert not (feedback.ledger.snapshot_folder(folder.name) / "attention.ipynb").exists()
+
+
+def test_a_link_in_the_submission_is_not_copied(course, tmp_path):
+    secret = tmp_path / "secret.ipynb"
+    secret.write_text("{}")
+    folder = submit(tmp_path / "exchange", "alice")
+    (folder / "attention.ipynb").unlink()
+    os.symlink(secret, folder / "attention.ipynb")
+    feedback = service(course, tmp_path)
+    feedback.scan()
+    assert not (feedback.ledger.snapshot_folder(folder.name) / "attention.ipynb").exists()
+
+
+# -- grading once, across restarts --------------------------------------------------------------------
+def test_what_was_submitted_then_is_graded_not_what_is_there_later(course, tmp_path):
+    seen = []
+
+    def grade(course, folder, assignment):
+        seen.append((folder / "attention.ipynb").read_bytes())
+        return full_marks(course, folder, assignment)
+
+    feedback = service(course, tmp_path, grade=grade)
+    folder = submit(tmp_path / "exchange", "alice", notebook=b'{"first": 1}')
+    feedback.scan()
+    (folder / "attention.ipynb").write_bytes(b'{"changed": 2}')
+    grade_next(feedback)
+    assert seen == [b'{"first": 1}']
+    record = feedback.ledger.records[folder.name]
+    assert record.status == GRADED
+    assert record.score == record.max_score == course.assignment("01-attention").points
+    assert not feedback.ledger.snapshot_folder(folder.name).exists()
+
+
+def test_one_service_per_state_folder(course, tmp_path):
+    first = service(course, tmp_path)
+    first.ledger.claim()
+    with pytest.raises(AlreadyRunning, match="another tfcourse feedback service"):
+        service(course, tmp_path).ledger.claim()
+
+
+def test_a_restart_grades_what_was_pending_once(course, tmp_path):
+    """The service stops with one submission being graded and two queued, and one whose results
+    were written but not recorded: after the restart each is graded exactly once."""
+    graded: list[str] = []
+    release = threading.Event()
+
+    def slow(course, folder, assignment):
+        release.wait(5)
+        graded.append(folder.name)
+        return full_marks(course, folder, assignment)
+
+    first = service(course, tmp_path, grade=slow)
+    for stamp in "1234":
+        submit(tmp_path / "exchange", f"s{stamp}", stamp=stamp)
+    first.scan()
+    keys = sorted(first.ledger.records)
+    # the fourth: graded and its results written, then stopped before its record said so
+    release.set()
+    record = first.ledger.records[keys[3]]
+    first.grade_one(record)
+    record.status = "grading"
+    first.ledger.save(record)
+    graded.clear()
+    # the first: being graded when the service dies
+    first.ledger.records[keys[0]].status = "grading"
+    first.ledger.save(first.ledger.records[keys[0]])
+    del first                                       # its lock goes with its file
+
+    second = service(course, tmp_path, grade=full_marks_counting(graded))
+    second.start()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and \
+            any(r.status != GRADED for r in second.ledger.all()):
+        time.sleep(0.05)
+    second.stop()
+    assert sorted(graded) == keys[:3]               # each pending one once; the fourth not again
+    assert all(r.status == GRADED for r in second.ledger.all())
+    assert second.scan() == 0                        # nothing is taken twice from the exchange
+
+
+def test_a_submission_that_stops_the_service_each_time_ends_failed(course, tmp_path):
+    from tfcourse.hub.ledger import ATTEMPTS
+
+    feedback = service(course, tmp_path)
+    submit(tmp_path / "exchange", "eve")
+    feedback.scan()
+    record = feedback.ledger.all()[0]
+    record.status, record.attempts = "grading", ATTEMPTS
+    feedback.ledger.save(record)
+    again = Ledger(tmp_path / "state")
+    assert again.load() == [] and again.records[record.key].status == FAILED
+    assert "stopped 3 times while grading it" in page.status_line(
+        again.records[record.key], "en", course, None)
+
+
+def full_marks_counting(graded: list[str]):
+    def grade(course, folder, assignment):
+        graded.append(folder.name)
+        return full_marks(course, folder, assignment)
+    return grade
+
+
+def test_a_flood_is_graded_once_each_by_several_workers(course, tmp_path):
+    graded: list[str] = []
+    lock = threading.Lock()
+
+    def grade(course, folder, assignment):
+        with lock:
+            graded.append(folder.name)
+        time.sleep(0.01)
+        return full_marks(course, folder, assignment)
+
+    feedback = service(course, tmp_path, grade=grade, jobs=4, poll=0.05)
+    feedback.start()
+    for number in range(40):
+        submit(tmp_path / "exchange", f"student{number}", stamp=str(number))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (len(feedback.ledger.all()) < 40 or any(
+            r.status != GRADED for r in feedback.ledger.all())):
+        time.sleep(0.05)
+    feedback.stop()
+    assert len(graded) == len(set(graded)) == 40
+
+
+# -- what a student sees ------------------------------------------------------------------------------
+def results_of(course, points: dict[str, float]) -> dict:
+    from tfcourse.grading.results import gradescope_json
+
+    assignment = "03-sorting"
+    tests = [TestResult(t, points.get(t, course.assignment(assignment).points_of(t)),
+                        course.assignment(assignment).points_of(t),
+                        "" if t not in points else "the secret message of {check}", {"check": t})
+             for t in course.assignment(assignment).test_ids()]
+    return gradescope_json(course, SubmissionReport(assignment, "s", [
+        NotebookReport("sorting.ipynb", tests)]), "en")
+
+
+def with_feedback(course, due: str | None, **feedback) -> object:
+    data = yaml.safe_load((ROOT / "course.yaml").read_text())
+    data["feedback"] = {**data.get("feedback", {}), **feedback}
+    if due:
+        data["assignments"][2]["due"] = due
+    return parse_course(data, ROOT)
+
+
+def test_checks_show_what_course_yaml_says_before_the_deadline_and_all_after(course):
+    changed = with_feedback(course, "2027-01-15T23:59:00+01:00",
+                            checks={"trained": "score_only", "greedy.reference": "after_deadline"})
+    results = results_of(changed, {"trained.accuracy": 0, "model.values": 0,
+                                   "greedy.reference": 0})
+    results["output"] = "sorting.ipynb: the rest (11.2 MB) was dropped"     # sizes can tell
+    before = datetime.datetime(2027, 1, 15, 22, 0, tzinfo=datetime.timezone.utc).timestamp()
+    view = page.shown(changed, "03-sorting", results, before, "en")
+    rows = {row["title"]: row for row in view.rows}
+    assert "Transformer, noam_rate, shift_right: accuracy" in rows
+    assert rows["Transformer, noam_rate, shift_right: accuracy"]["message"] == \
+        "shown after the deadline"
+    assert "the secret message of model.values" in rows["Transformer: values"]["message"]
+    assert not any("reference" in title for title in rows)       # not even listed
+    assert (view.held_checks, view.held_points) == (1, 1.0)
+    total = changed.assignment("03-sorting").points
+    assert view.max_score == total - 1 and view.score == total - 1 - 6 - 2
+    text = page.submission_block(
+        page.Record("k", "s", "03-sorting", before, GRADED), results, changed, before, "en")
+    assert "secret message of trained" not in text and "secret message of greedy" not in text
+    assert "checks shown after the deadline: 1, worth 1 points" in text
+    assert "11.2 MB" not in text and "notes about your notebook are shown after" in text
+    after = page.shown(changed, "03-sorting", results, before + 7200, "en")
+    assert after.complete and after.held_checks == 0 and after.max_score == total
+    assert all("shown after the deadline" != row["message"] for row in after.rows)
+    assert "11.2 MB" in after.notes
+
+
+def test_without_a_deadline_the_before_deadline_view_stays(course):
+    results = results_of(course, {"trained.accuracy": 0})
+    view = page.shown(course, "03-sorting", results, T0 * 2, "en")
+    accuracy = next(row for row in view.rows if row["title"].endswith("accuracy"))
+    assert accuracy["message"] == "shown after the deadline" and not view.complete
+
+
+def test_the_page_escapes_what_a_student_wrote(course, tmp_path):
+    results = results_of(course, {"model.values": 0})
+    results["tests"][0]["output"] = "<script>alert(1)</script>"
+    results["output"] = "<img src=x onerror=alert(1)>"
+    record = page.Record("k", "<b>eve</b>", "03-sorting", T0, GRADED)
+    text = page.page(course, "<b>eve</b>", [record], {"k": results}, T0, "en")
+    assert "<script>" not in text and "<img" not in text and "<b>eve" not in text
+
+
+def test_the_feedback_section_is_checked(course):
+    data = yaml.safe_load((ROOT / "course.yaml").read_text())
+    for key, value, message in [
+            ("checks", {"trained.acuracy": "visible"}, "did you mean trained.accuracy"),
+            ("checks", {"trained": "sometimes"}, "must be one of visible"),
+            ("per_hour", -1, "must be an integer >= 0"),
+            ("before_deadline", "hidden", "must be one of visible, score_only or after_deadline")]:
+        with pytest.raises(CourseError, match=message):
+            parse_course({**data, "feedback": {**data["feedback"], key: value}}, ROOT)
+    for due, message in [("2027-01-15T23:59:00", "needs its UTC offset"),
+                         ("soon", "must be a date and time")]:
+        assignments = [{**data["assignments"][0], "due": due}, *data["assignments"][1:]]
+        with pytest.raises(CourseError, match=message):
+            parse_course({**data, "assignments": assignments}, ROOT)
+    assignments = [{**data["assignments"][0], "due": "2027-01-15T23:59:00Z"},
+                   *data["assignments"][1:]]
+    due = parse_course({**data, "assignments": assignments}, ROOT).assignments[0].due
+    assert due == datetime.datetime(2027, 1, 15, 23, 59, tzinfo=datetime.timezone.utc)
+
+
+# -- the real service, killed mid-queue ---------------------------------------------------------------
+def _records(state: Path) -> dict[str, dict]:
+    found = {}
+    for path in (state / "records").glob("*.json"):
+        try:
+            found[path.stem] = json.loads(path.read_text())
+        except ValueError:                      # never: records are written whole
+            raise AssertionError(f"{path} was read half-written")
+    return found
+
+
+def _start(state: Path, exchange: Path, log: Path) -> subprocess.Popen:
+    command = [sys.executable, "-m", "tfcourse", "--course", str(ROOT), "feedback-service",
+               "--exchange", str(exchange), "--state", str(state), "--no-page", "--poll", "0.2",
+               "--trust-names", "--jobs", "1"]
+    return subprocess.Popen(command, stdout=log.open("ab"), stderr=subprocess.STDOUT)
+
+
+def _wait(until, seconds: float, what: str, log: Path):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = until()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"{what} within {seconds} s; the service said:\n"
+                         f"{log.read_text()[-3000:]}")
+
+
+@pytest.mark.slow
+def test_the_service_killed_mid_queue_grades_everything_once_after_a_restart(tmp_path):
+    """Three students submit; the service is killed (SIGKILL) while it grades the first, and its
+    grader dies with it. Restarted, it grades the three, each once, as `tfcourse grade` does; the
+    hostile one, which tries to write its own results into the service's state, changes
+    nothing there."""
+    from tfcourse.grading.runner import grade_many
+
+    from conftest import survivors
+
+    exchange, state, log = tmp_path / "exchange", tmp_path / "state", tmp_path / "service.log"
+    forged = state / "results" / "forged"
+    hostile = (
+        "import os, json\n"
+        f"for path in [{str(forged)!r}, {str(state / 'records' / 'x.json')!r}]:\n"
+        "    try:\n"
+        "        os.makedirs(os.path.dirname(path), exist_ok=True)\n"
+        "        open(path, 'w').write(json.dumps({'score': 14, 'status': 'graded'}))\n"
+        "    except OSError:\n"
+        "        pass\n" + solution_cells("01-attention")["sdpa-code"])
+    bug = replace_in(solution_cells("01-attention")["mha-code"], "return self.w_o(out)",
+                     "return out")
+    students = {"alice": {}, "bob": {"mha-code": bug}, "eve": {"sdpa-code": hostile}}
+    folders = {}
+    for number, (name, answers) in enumerate(students.items()):
+        made = make_submission(tmp_path / "made" / name, "01-attention", answers)
+        folders[name] = folder = exchange / "tfcourse" / "inbound" / \
+            f"{name}+01-attention+2026-12-01 10:0{number}:00.000000 UTC+r{number}"
+        shutil.copytree(made, folder)                   # as nbgrader submit leaves it
+        (folder / "timestamp.txt").write_text("2026-12-01 10:00:00.000000 UTC")
+        os.chmod(folder, 0o777)
+    os.chmod(folder.parent, 0o733)
+
+    service = _start(state, exchange, log)
+    try:
+        first = _wait(lambda: next((key for key, r in _records(state).items()
+                                    if r["status"] == "grading"), None), 60,
+                      "a grading started", log)
+        time.sleep(1.0)                            # its grader is well under way
+        service.send_signal(signal.SIGKILL)
+        service.wait(10)
+    finally:
+        if service.poll() is None:
+            service.kill()
+    _wait(lambda: not survivors(str(state)), 15, "the killed service's grader ended", log)
+    assert _records(state)[first]["status"] == "grading"
+
+    service = _start(state, exchange, log)
+    try:
+        records = _wait(lambda: (lambda r: r if len(r) == 3 and all(
+            x["status"] == GRADED for x in r.values()) else None)(_records(state)), 300,
+            "all three graded", log)
+    finally:
+        service.send_signal(signal.SIGTERM)
+        service.wait(30)
+    assert records[first]["attempts"] == 2
+    assert sorted(r["attempts"] for r in records.values()) == [1, 1, 2]
+    assert not forged.exists() and not (state / "records" / "x.json").exists()
+    assert sorted(p.name for p in (state / "results").iterdir()) == sorted(records)
+
+    batch = grade_many(load_course(ROOT), list(folders.values()), tmp_path / "graded", jobs=2,
+                       lang="en", progress=False)
+    expected = {o.folder.name.split("+")[0]: json.loads((o.folder / "results.json").read_text())
+                for o in batch}
+    for key, record in records.items():
+        results = json.loads((state / "results" / key / "results.json").read_text())
+        student = record["student"]
+        assert scores(results) == scores(expected[student]), student
+    by_student = {r["student"]: r["score"] for r in records.values()}
+    full = load_course(ROOT).assignment("01-attention").points
+    assert by_student["alice"] == by_student["eve"] == full and by_student["bob"] < full
+
+
+def test_the_guide_quotes_course_yaml(course):
+    """docs/jupyterhub.md's fair-use example is course.yaml's own `feedback` section, and its
+    numbers are the service's."""
+    import re
+
+    from tfcourse.hub.ledger import FLOOD
+
+    text = (ROOT / "docs" / "jupyterhub.md").read_text()
+    block = next(b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if "feedback:" in b)
+    quoted = yaml.safe_load(block.replace("    ...\n", ""))["feedback"]
+    assert quoted == yaml.safe_load((ROOT / "course.yaml").read_text())["feedback"]
+    feedback = course.feedback
+    assert f"fair use allows {feedback.per_hour} gradings an hour and {feedback.per_day} a day" \
+        in strip(text)
+    assert f"more than {FLOOD} folders in a day" in strip(text)

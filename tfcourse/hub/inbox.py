@@ -1,0 +1,187 @@
+"""The exchange's inbound folder, as the feedback service reads it.
+
+`nbgrader submit` copies a student's assignment folder to <exchange>/<course>/inbound/ under the
+name `student+assignment+timestamp+random`. Anyone may write there, and the name is the student's
+to choose, so the service takes the student from the folder's owner (its uid's account), not from
+its name, and refuses one whose name says someone else. It copies the assignment's notebooks
+into its own state folder the first time it sees the submission: what is graded is what was
+submitted then, whatever happens to the exchange's copy afterwards. Each file is opened as the
+grader opens files (no link followed), and its owner, names (hard links) and size are checked on
+the open file itself, so nothing swapped in between is read.
+
+The service takes nothing from an inbound folder that is not the instructor's own (`check_inbound`):
+in an exchange root without the sticky bit, a student could replace the course's folder with one
+of their own and read everyone's submissions there.
+"""
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tfcourse.course import Course
+from tfcourse.grading.results import private_folder
+from tfcourse.grading.submission import (Refused, candidates_in, file_limit_mb, open_inside,
+                                         strip_outputs)
+
+KEY_BYTES = 200             # longer names are not nbgrader's (and "<name>.json" must fit in 255)
+# nbgrader copies the notebooks, writes timestamp.txt, then opens the folder to everyone (0777):
+# until then it is still being written, unless it has been there this long (made by another tool).
+SETTLE_SECONDS = 60
+JUNK = 100_000              # names of entries that are never submissions, remembered at most
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One entry of the inbound folder: its name, the student it names, the assignment, the
+    account that owns it, and its identity on disk (a renamed entry is not a new submission)."""
+    key: str
+    path: Path
+    named: str              # the student in its name
+    assignment: str
+    owner: str              # the account that owns it ("uid N" when it has no name)
+    uid: int = -1
+    inode: str = ""         # "device:inode"
+
+
+def inbound(exchange: Path, course_id: str) -> Path:
+    return Path(exchange) / course_id / "inbound"
+
+
+def owner_of(info: os.stat_result) -> str:
+    try:
+        return pwd.getpwuid(info.st_uid).pw_name
+    except KeyError:
+        return f"uid {info.st_uid}"
+
+
+def check_inbound(folder: Path) -> str:
+    """Why the inbound folder cannot be trusted ("" when it can): it and the course's folder above
+    it must be folders (not links) of this process's account, the inbound one unreadable by
+    others (nbgrader makes it 0733)."""
+    me = os.geteuid()
+    for path in (folder.parent, folder):
+        try:
+            info = os.lstat(path)
+        except OSError as error:
+            return f"{path}: {error.strerror} (nothing released yet?)"
+        if not stat.S_ISDIR(info.st_mode):
+            return f"{path} is not a folder"
+        if info.st_uid != me:
+            return (f"{path} belongs to {owner_of(info)}, not to this service's account: someone "
+                    f"may have replaced it (give the exchange root the sticky bit: chmod 1777)")
+    if os.lstat(folder).st_mode & 0o044:
+        return f"{folder} can be listed by others: every student could read every submission"
+    return ""
+
+
+class Watcher:
+    """Finds new entries in the inbound folder. Names that will never be a submission (a file, a
+    link, a name nbgrader does not make) are remembered, so that a folder full of them costs one
+    look each, not one per poll."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.junk: set[str] = set()
+
+    def arrivals(self, seen, now: float | None = None) -> list[Arrival]:
+        """The entries not `seen` yet (a predicate on the name) and complete (SETTLE_SECONDS),
+        oldest first by modification time."""
+        now = time.time() if now is None else now
+        found = []
+        try:
+            entries = list(os.scandir(self.folder))
+        except OSError:
+            return []
+        for entry in entries:
+            key = entry.name
+            if key in self.junk or seen(key):
+                continue
+            parts = key.split("+")
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if key.startswith(".") or len(os.fsencode(key)) > KEY_BYTES or \
+                    not key.isprintable() or len(parts) < 3 or not parts[0] or not parts[1] \
+                    or not stat.S_ISDIR(info.st_mode):
+                if len(self.junk) < JUNK:
+                    self.junk.add(key)
+                continue
+            done = os.path.lexists(os.path.join(entry.path, "timestamp.txt")) and \
+                stat.S_IMODE(info.st_mode) & 0o777 == 0o777
+            if not done and now - info.st_mtime < SETTLE_SECONDS:
+                continue                            # still being copied
+            found.append((info.st_mtime, Arrival(key, Path(entry.path), parts[0], parts[1],
+                                                 owner_of(info), info.st_uid,
+                                                 f"{info.st_dev}:{info.st_ino}")))
+        return [arrival for _, arrival in sorted(found, key=lambda item: (item[0], item[1].key))]
+
+
+def _read(base: Path, parts: tuple[str, ...], uid: int, limit_mb: float) -> bytes:
+    """A file of the submission, opened without following links; refused unless it is a file of
+    its own (one name) that `uid` owns, within the hard size limit."""
+    fd = open_inside(base, parts)
+    try:
+        info = os.fstat(fd)
+        if info.st_uid != uid:
+            raise Refused("{name} belongs to another account", {"name": parts[-1]})
+        if info.st_nlink > 1:
+            raise Refused("{name} has other names (hard links)", {"name": parts[-1]})
+        if info.st_size > limit_mb * 1048576:
+            raise Refused("{name} is larger than {limit:g} MB", {"name": parts[-1],
+                                                                  "limit": limit_mb})
+        chunks, size = [], 0
+        while chunk := os.read(fd, 1 << 20):
+            size += len(chunk)
+            if size > limit_mb * 1048576:
+                raise Refused("{name} grew past {limit:g} MB", {"name": parts[-1],
+                                                                 "limit": limit_mb})
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def snapshot(course: Course, arrival: Arrival, destination: Path) -> list[str]:
+    """Copy the assignment's notebooks from `arrival` into `destination` (a new folder, 0700).
+    A notebook larger than limits.notebook_mb is copied without its outputs, as the grader reads
+    it; one still larger is not copied. Returns what was not copied, and why (the grader then says
+    the notebook is missing)."""
+    partial = destination.with_name(f".partial-{destination.name}")   # keys never start with .
+    for old in (partial, destination):          # left by a service that stopped halfway
+        if os.path.lexists(old):
+            shutil.rmtree(old, ignore_errors=True)
+    private_folder(partial)
+    skipped = []
+    wanted = set(course.assignment(arrival.assignment).notebooks)
+    base, parts = arrival.path.parent, (arrival.path.name,)
+    try:
+        candidates, links = candidates_in(course, base, parts)
+    except (Refused, OSError) as error:         # not readable by the service: graded as empty
+        candidates, links = {}, []
+        skipped.append(f"{arrival.key}: {error}")
+    small = course.limit("notebook_mb") * 1048576
+    for name, notebook in candidates.items():
+        if name not in wanted:
+            continue
+        try:
+            data = _read(base, notebook.parts, arrival.uid, file_limit_mb(course))
+            if len(data) > small:
+                data = strip_outputs(data)
+            if len(data) > small:
+                raise Refused("{name} is larger than {limit:g} MB without its outputs",
+                              {"name": name, "limit": course.limit("notebook_mb")})
+        except (Refused, OSError) as error:
+            skipped.append(f"{name}: {error}")
+            continue
+        with open(partial / name, "wb") as stream:
+            os.fchmod(stream.fileno(), 0o600)
+            stream.write(data)
+    skipped += [f"{link}: a link, not followed" for link in links]
+    os.replace(partial, destination)
+    return skipped

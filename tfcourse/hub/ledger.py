@@ -1,0 +1,232 @@
+"""What happened to each submission the service has seen, kept on disk, and fair use.
+
+One JSON file per submission (records/<key>.json, written whole with a rename), so the service
+can stop at any moment and start again where it was: a submission that was queued or being graded
+is graded again, one whose results were written is not. One service owns a state folder at a time
+(an flock on state/lock), so nothing is graded twice by two services.
+
+Fair use counts, per student and assignment, the submissions taken for grading in the last hour and
+the last 24 hours, by the service's clock when it first saw them (a student's own timestamp.txt is
+not evidence of anything).
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import threading
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from tfcourse.grading.results import private_folder, strict_json, write_atomically
+
+HOUR, DAY = 3600.0, 86400.0
+
+QUEUED, GRADING, GRADED = "queued", "grading", "graded"
+FAILED, LIMITED, REFUSED = "failed", "limited", "refused"
+SUPERSEDED = "superseded"                   # a newer submission came before its turn
+PENDING = (QUEUED, GRADING)                 # to grade, also after a restart
+ATTEMPTS = 3                                # gradings begun, each ended by a stop of the service
+# What fair use counts: a grader's failure too (else a submission that made the grader fail on
+# purpose would be an unlimited, if one-bit, oracle).
+COUNTED = (QUEUED, GRADING, GRADED, FAILED)
+FLOOD = 100                 # records a student may have from one day; more are not even recorded
+
+
+class AlreadyRunning(Exception):
+    """Another service holds this state folder."""
+
+
+@dataclass
+class Record:
+    key: str                    # the exchange's name for it: student+assignment+time[+random]
+    student: str                # the account that submitted it (its files' owner)
+    assignment: str
+    received: float             # when this service first saw it (seconds since the epoch)
+    status: str = QUEUED
+    why: str = ""               # a template (i18n) saying why it was not graded, with `params`
+    params: dict = field(default_factory=dict)
+    next_allowed: float | None = None       # limited: when the next grading is allowed
+    score: float | None = None
+    max_score: float | None = None
+    graded_at: float | None = None
+    attempts: int = 0           # gradings started (more than one: the service was restarted)
+    inode: str = ""             # "device:inode" of the exchange's folder: a renamed one is not new
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Record":
+        known = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known})
+
+
+def next_allowed(times: list[float], now: float, per_hour: int, per_day: int) -> float | None:
+    """When the next grading is allowed, given the times of those counted so far; None: now.
+    math.inf when the course allows none."""
+    waits = []
+    for limit, window in ((per_hour, HOUR), (per_day, DAY)):
+        if limit <= 0:
+            return math.inf
+        recent = sorted(t for t in times if t > now - window)
+        if len(recent) >= limit:               # allowed once enough of them are out of the window
+            waits.append(recent[len(recent) - limit] + window)
+    return max(waits) if waits else None
+
+
+class Ledger:
+    """The service's state folder: records/, snapshots/ (what is to be graded, copied from the
+    exchange), results/ (results.json, feedback.md, feedback.html of each graded submission)."""
+
+    def __init__(self, state: Path):
+        self.state = Path(state)
+        private_folder(self.state)
+        for name in ("records", "snapshots", "results"):
+            private_folder(self.state / name)
+        self.records: dict[str, Record] = {}
+        self.inodes: dict[str, str] = {}         # "device:inode" -> the key it was first seen as
+        self._lock = threading.RLock()
+        self._lock_file = None
+
+    # -- one service per state folder ---------------------------------------------------------
+    def claim(self) -> None:
+        """Hold the state folder for this process, or raise AlreadyRunning."""
+        handle = open(self.state / "lock", "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            raise AlreadyRunning(f"another tfcourse feedback service is using {self.state}; "
+                                 f"stop it first (one service per state folder)") from None
+        self._lock_file = handle
+
+    # -- records ----------------------------------------------------------------------------
+    def load(self) -> list[Record]:
+        """Read every record; returns those to grade again (queued, or being graded when the
+        service stopped), oldest first. A record whose results were written is graded."""
+        todo = []
+        for path in sorted((self.state / "records").glob("*.json")):
+            try:
+                record = Record.from_dict(json.loads(path.read_text(encoding="utf-8")))
+            except (OSError, ValueError, TypeError):
+                continue
+            self.records[record.key] = record
+            if record.inode:
+                self.inodes[record.inode] = record.key
+            if record.status in PENDING:
+                results = self.results_file(record.key)
+                if results.is_file():           # written, then stopped before saying so
+                    self.finish(record, json.loads(results.read_text(encoding="utf-8")))
+                elif record.attempts >= ATTEMPTS:   # it may be what stops the service
+                    record.status = FAILED
+                    record.why = ("not graded: the service stopped {attempts} times while "
+                                  "grading it; your instructor has the details")
+                    record.params = {"attempts": record.attempts}
+                    self.save(record)
+                else:
+                    record.status = QUEUED
+                    self.save(record)
+                    todo.append(record)
+        return sorted(todo, key=lambda r: r.received)
+
+    def save(self, record: Record) -> None:
+        """Write the record, then hold it (a record that cannot be written is not held)."""
+        with self._lock:
+            write_atomically(self.state / "records" / f"{record.key}.json",
+                             strict_json(asdict(record)))
+            self.records[record.key] = record
+            if record.inode:
+                self.inodes[record.inode] = record.key
+
+    def renamed(self, inode: str, key: str) -> str | None:
+        """The key a folder was first seen under, when it is back under another name."""
+        with self._lock:
+            first = self.inodes.get(inode)
+            return first if first not in (None, key) else None
+
+    def seen(self, key: str) -> bool:
+        with self._lock:
+            return key in self.records
+
+    def of_student(self, student: str) -> list[Record]:
+        with self._lock:
+            return sorted((r for r in self.records.values() if r.student == student),
+                          key=lambda r: r.received, reverse=True)
+
+    def all(self) -> list[Record]:
+        with self._lock:
+            return sorted(self.records.values(), key=lambda r: r.received, reverse=True)
+
+    # -- fair use -----------------------------------------------------------------------------
+    def flooding(self, student: str, now: float) -> bool:
+        """Whether `student` has FLOOD records from the last day already (a script submitting in
+        a loop): more would only fill the disk."""
+        with self._lock:
+            return sum(r.student == student and r.received > now - DAY
+                       for r in self.records.values()) >= FLOOD
+
+    def admit(self, record: Record, per_hour: int, per_day: int) -> bool:
+        """Queue `record` if fair use allows one more grading of its student's assignment now;
+        else record it as limited, with the time the next one is allowed. Saved either way. A
+        submission of the same student and assignment still waiting is superseded by it (not
+        graded, not counted): one waits at a time for each, so nobody fills the queue."""
+        with self._lock:
+            for older in list(self.records.values()):
+                if older.student == record.student and older.assignment == record.assignment \
+                        and older.status == QUEUED and older.key != record.key:
+                    older.status = SUPERSEDED
+                    older.why = "not graded: a newer submission came before its turn"
+                    self.save(older)
+                    remove_tree(self.snapshot_folder(older.key))
+            times = [r.received for r in self.records.values()
+                     if r.student == record.student and r.assignment == record.assignment
+                     and r.status in COUNTED and r.key != record.key]
+            wait = next_allowed(times, record.received, per_hour, per_day)
+            if wait is None:
+                record.status = QUEUED
+            else:
+                record.status, record.next_allowed = LIMITED, wait
+                record.why = ("feedback on submit is not offered for this course" if wait ==
+                              math.inf else "not graded: fair use allows {hour} gradings an hour "
+                              "and {day} a day for each assignment; the next is allowed at "
+                              "{when}")
+                record.params = {"hour": per_hour, "day": per_day}
+                record.next_allowed = None if wait == math.inf else wait
+            self.save(record)
+            return wait is None
+
+    # -- snapshots and results ------------------------------------------------------------------
+    def snapshot_folder(self, key: str) -> Path:
+        return self.state / "snapshots" / key
+
+    def results_folder(self, key: str) -> Path:
+        return self.state / "results" / key
+
+    def results_file(self, key: str) -> Path:
+        return self.results_folder(key) / "results.json"
+
+    def results(self, key: str) -> dict | None:
+        try:
+            return json.loads(self.results_file(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def finish(self, record: Record, results: dict, failed: bool = False,
+               now: float | None = None) -> None:
+        """Record `record` as graded (or failed: the grader itself failed) with its results."""
+        import time
+
+        record.status = FAILED if failed else GRADED
+        record.score, record.max_score = results.get("score"), results.get("max_score")
+        record.graded_at = now or time.time()
+        if failed:
+            record.why = "the grader failed on this submission; your instructor has the details"
+        self.save(record)
+        remove_tree(self.snapshot_folder(record.key))
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a folder of the service's own (no link in it is followed)."""
+    import shutil
+
+    if os.path.lexists(path):
+        shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,187 @@
+"""What a student sees on the feedback service's page: their submissions, newest first, and for
+each graded one its score and checks, each shown as course.yaml's `feedback` section says.
+
+Before the assignment's deadline (`due` in course.yaml; without one, always), a check is
+`visible` (points and message), `score_only` (points; its message waits for the deadline) or
+`after_deadline` (not listed, and its points are out of the score shown, which says so). After
+the deadline every check is shown in full. The page is made from the results.json the service
+wrote, which holds no code of the hidden checks.
+"""
+from __future__ import annotations
+
+import datetime
+import html
+from dataclasses import dataclass
+
+from tfcourse.course import Course, CourseError
+from tfcourse.grading.results import STYLE, say
+
+from .ledger import FAILED, GRADED, GRADING, LIMITED, QUEUED, REFUSED, SUPERSEDED, Record
+
+REFRESH_SECONDS = 5         # the page reloads itself while a submission is waiting
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A graded submission as its student may see it now."""
+    score: float
+    max_score: float
+    rows: tuple[dict, ...]          # title, score, max_score, passed, message ("" if held back)
+    held_points: float              # points of checks not listed before the deadline
+    held_checks: int
+    notes: str                      # about the notebook ("" while held back, see `shown`)
+    complete: bool                  # everything is shown (after the deadline)
+
+
+def before_deadline(course: Course, assignment: str, now: float) -> bool:
+    try:
+        due = course.assignment(assignment).due
+    except CourseError:
+        return True
+    return due is None or now < due.timestamp()
+
+
+def shown(course: Course, assignment: str, results: dict, now: float, lang: str) -> Shown:
+    """`results` (results.json) as the student may see it at `now`. Before the deadline, when
+    any check holds something back, so do the notes about the notebook: they are written while
+    every check runs (how much output was dropped, say) and could carry what a held-back check's
+    inputs were."""
+    early = before_deadline(course, assignment, now)
+    rows, score, max_score, held_points, held = [], 0.0, 0.0, 0.0, 0
+    later = say("shown after the deadline", None, lang, course)
+    for test in results.get("tests", []):
+        visibility = course.feedback.visibility(str(test.get("number", ""))) if early \
+            else "visible"
+        points, most = float(test.get("score") or 0), float(test.get("max_score") or 0)
+        if visibility == "after_deadline":
+            held_points += most
+            held += 1
+            continue
+        score, max_score = score + points, max_score + most
+        rows.append({"title": str(test.get("name", "")), "score": points, "max_score": most,
+                     "passed": test.get("status") == "passed",
+                     "message": str(test.get("output", "")) if visibility == "visible"
+                     else later})
+    holding = early and any(course.feedback.visibility(str(test.get("number", ""))) != "visible"
+                            for test in results.get("tests", []))
+    notes = say("notes about your notebook are shown after the deadline", None, lang, course) \
+        if holding and results.get("output") else str(results.get("output", ""))
+    return Shown(round(score, 4), max_score, tuple(rows), held_points, held, notes, not early)
+
+
+def when(seconds: float) -> str:
+    """A moment as the page writes it: in UTC, to the minute."""
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def status_line(record: Record, lang: str, course: Course, position: int | None) -> str:
+    if record.status == QUEUED:
+        return say("waiting to be graded ({ahead} submissions before it)",
+                   {"ahead": position or 0}, lang, course)
+    if record.status == GRADING:
+        return say("being graded now", None, lang, course)
+    if record.status == LIMITED and record.next_allowed:
+        return say(record.why, {**record.params, "when": when(record.next_allowed)}, lang,
+                   course)
+    if record.status in (LIMITED, REFUSED, FAILED, SUPERSEDED):
+        return say(record.why, record.params, lang, course)
+    return ""
+
+
+def _tables(view: Shown, lang: str, course: Course) -> str:
+    """The checks shown, a table for each part of the notebook (its stubs), as feedback.html."""
+    esc = html.escape
+    header = (f'<tr><th class="mark"></th><th class="name">{esc(say("Check", None, lang))}</th>'
+              f'<th class="points">{esc(say("Points", None, lang))}</th>'
+              f'<th>{esc(say("Message", None, lang))}</th></tr>')
+    parts: dict[str, list[dict]] = {}
+    for row in view.rows:
+        stubs, _, name = row["title"].rpartition(": ")
+        parts.setdefault(stubs, []).append({**row, "name": name})
+    blocks = []
+    for stubs, rows in parts.items():
+        body = "\n".join(
+            f'<tr class="{"passed" if row["passed"] else "failed"}"><td class="mark">'
+            f'{"✓" if row["passed"] else "✗"}</td><td>{esc(row["name"])}</td>'
+            f'<td class="points">{row["score"]:g} / {row["max_score"]:g}</td>'
+            f'<td class="message">{esc(row["message"])}</td></tr>' for row in rows)
+        score, most = sum(r["score"] for r in rows), sum(r["max_score"] for r in rows)
+        blocks.append(f'<h3><code>{esc(stubs)}</code> <span class="points">{score:g} / '
+                      f'{most:g}</span></h3>\n<table>\n{header}\n{body}\n</table>')
+    return "\n".join(blocks)
+
+
+def submission_block(record: Record, results: dict | None, course: Course, now: float,
+                     lang: str, position: int | None = None) -> str:
+    esc = html.escape
+    try:
+        title = course.assignment(record.assignment).title(lang)
+    except CourseError:
+        title = record.assignment
+    head = (f'<h2>{esc(title)} <span class="points">({esc(record.assignment)}) · '
+            f'{esc(say("submitted", None, lang, course))} {esc(when(record.received))}</span></h2>')
+    line = status_line(record, lang, course, position)
+    parts = [head]
+    if line:
+        parts.append(f'<p class="status {esc(record.status)}">{esc(line)}</p>')
+    if record.status == GRADED and results is not None:
+        view = shown(course, record.assignment, results, now, lang)
+        parts.append(f'<p class="score">{esc(say("Score", None, lang))}: '
+                     f'<b>{view.score:g} / {view.max_score:g}</b></p>')
+        if view.held_checks:
+            parts.append("<p>" + esc(say(
+                "checks shown after the deadline: {checks}, worth {points:g} points",
+                {"checks": view.held_checks, "points": view.held_points}, lang, course))
+                + "</p>")
+        if view.notes:
+            items = "".join(f"<li>{esc(line)}</li>" for line in view.notes.splitlines())
+            parts.append(f'<div class="notes"><ul>{items}</ul></div>')
+        parts.append(_tables(view, lang, course))
+    return '<section class="submission">\n' + "\n".join(parts) + "\n</section>"
+
+
+def page(course: Course, student: str, records: list[Record], results: dict, now: float,
+         lang: str, positions: dict[str, int] | None = None) -> str:
+    """The whole page for `student`: `records` are theirs, newest first; `results` by key."""
+    esc = html.escape
+    positions = positions or {}
+    title = say("Feedback on your submissions", None, lang, course)
+    waiting = any(r.status in (QUEUED, GRADING) for r in records)
+    refresh = (f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">' if waiting else "")
+    intro = say("Each submission is graded by the hidden checks within minutes, up to "
+                "{hour} times an hour and {day} times a day for each assignment. Your "
+                "instructor's grading after the deadline is your grade.",
+                {"hour": course.feedback.per_hour, "day": course.feedback.per_day}, lang, course)
+    blocks = [submission_block(r, results.get(r.key), course, now, lang, positions.get(r.key))
+              for r in records]
+    if not blocks:
+        blocks = [f"<p>{esc(say('No submission yet: submit in the Assignments tab.', None, lang, course))}</p>"]
+    body = "\n".join(blocks)
+    return f"""<!DOCTYPE html>
+<html lang="{esc(lang)}"><head><meta charset="utf-8">{refresh}
+<title>{esc(title)}</title>
+<style>{STYLE}
+section.submission {{ border-top: 2px solid #ddd; margin-top: 1.5rem; }}
+h3 {{ font-size: 1rem; margin: 1.2rem 0 .3rem; }} h3 .points {{ font-weight: normal; color: #555; }}
+p.status {{ font-weight: 600; }} p.status.limited, p.status.refused, p.status.failed {{ color: #7a1a1a; }}
+</style></head><body>
+<h1>{esc(title)}</h1>
+<p>{esc(student)} · {esc(course.title(lang))}</p>
+<p class="about">{esc(intro)}</p>
+{body}
+</body></html>
+"""
+
+
+def summary(record: Record, results: dict | None, course: Course, now: float, lang: str) -> dict:
+    """One submission as the page's JSON gives it (for scripts and tests): the same view."""
+    data = {"key": record.key, "assignment": record.assignment, "received": record.received,
+            "status": record.status, "message": status_line(record, lang, course, None)}
+    if record.status == GRADED and results is not None:
+        view = shown(course, record.assignment, results, now, lang)
+        data.update(score=view.score, max_score=view.max_score, checks=list(view.rows),
+                    held_checks=view.held_checks, held_points=view.held_points)
+    if record.status == LIMITED:
+        data["next_allowed"] = record.next_allowed
+    return data

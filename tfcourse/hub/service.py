@@ -1,0 +1,356 @@
+"""`tfcourse feedback-service`: grade each submission as it arrives, and show students the results.
+
+Run by JupyterHub as a managed service, as the instructor's account (docs/jupyterhub.md):
+
+    watcher      looks at the exchange's inbound folder every --poll seconds; each new submission
+                 is checked (inbox.py), copied, and queued, or recorded as over fair use (ledger.py)
+    workers      --jobs threads; each grades one queued submission at a time with the trusted
+                 grader in its own process (the sandbox runs the student's code), as `tfcourse
+                 grade` does, and writes its results into the state folder
+    page         /services/<name>/ for each logged-in user: their own submissions (page.py);
+                 /services/<name>/api/feedback: the same as JSON
+
+Stopped at any moment (a restart of the hub or of the service), it starts again where it was: what
+was queued or being graded is graded, once (ledger.py).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from tfcourse.course import Course, CourseError
+from tfcourse.grading.results import write_results
+from tfcourse.grading.runner import failure_report, grade_in_child, student_threads
+
+from . import page
+from .inbox import Arrival, Watcher, check_inbound, inbound, owner_of, snapshot
+from .ledger import GRADING, HOUR, QUEUED, REFUSED, AlreadyRunning, Ledger, Record
+
+log = logging.getLogger("tfcourse.feedback")
+
+
+class Service:
+    """The watcher and the grading workers (the page is `make_app`'s). `grade` (for tests):
+    a function (course, folder, assignment) -> SubmissionReport; default: the sandboxed grader."""
+
+    def __init__(self, course: Course, exchange: Path, state: Path, *, jobs: int = 1,
+                 lang: str | None = None, poll: float = 2.0, trust_names: bool = False,
+                 clock=time.time, grade=None):
+        self.course, self.exchange = course, Path(exchange)
+        self.inbox = inbound(self.exchange, course.id)
+        self.watcher = Watcher(self.inbox)
+        self.ledger = Ledger(state)
+        self.jobs, self.poll, self.trust_names = max(1, jobs), poll, trust_names
+        self.lang = lang or course.language
+        self.clock = clock
+        self.grade = grade or self._grade_in_sandbox
+        self.turns = threading.Condition()      # queued records wait here for a worker
+        self.busy: set[str] = set()             # students one of whose submissions is graded now
+        self.stopping = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.ignored: set[str] = set()          # entries of a flood, left alone until a restart
+        self.distrust = ""                      # why the inbound folder is not looked into
+
+    # -- starting and stopping ----------------------------------------------------------------
+    def start(self) -> None:
+        """Claim the state folder, take up what was pending, start the workers and the
+        watcher."""
+        self.ledger.claim()
+        again = self.ledger.load()
+        if again:
+            log.info("picked up %d submission(s) left pending", len(again))
+        self.threads = [threading.Thread(target=self._work, name=f"grader-{n}", daemon=True)
+                        for n in range(self.jobs)]
+        self.threads.append(threading.Thread(target=self._watch, name="watcher", daemon=True))
+        for thread in self.threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        with self.turns:
+            self.turns.notify_all()
+
+    # -- the watcher ----------------------------------------------------------------------------
+    def _watch(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                self.scan()
+            except Exception:                   # keep watching, whatever one look met
+                log.error("looking at %s failed:\n%s", self.inbox, traceback.format_exc())
+            self.stopping.wait(self.poll)
+
+    def scan(self) -> int:
+        """Take every new submission; returns how many were seen. Nothing is taken from an
+        inbound folder that is not the instructor's own (inbox.check_inbound)."""
+        distrust = check_inbound(self.inbox)
+        if distrust != self.distrust:
+            (log.error if distrust else log.info)(
+                "%s", distrust or f"watching {self.inbox}")
+            self.distrust = distrust
+        if distrust:
+            return 0
+        found = self.watcher.arrivals(lambda key: key in self.ignored or self.ledger.seen(key))
+        for arrival in found:
+            try:
+                self.take(arrival)
+            except Exception:                   # one odd entry does not hold up the others
+                self.ignored.add(arrival.key)
+                log.error("%s: could not be taken:\n%s", arrival.key, traceback.format_exc())
+        with self.turns:
+            self.turns.notify_all()
+        return len(found)
+
+    def take(self, arrival: Arrival) -> Record:
+        """Record a new submission: refused (another's name, an unknown assignment), over fair
+        use, or copied and queued. A flood from one account is not even recorded."""
+        student = arrival.named if self.trust_names else arrival.owner
+        record = Record(arrival.key, student, arrival.assignment, self.clock(),
+                        inode=arrival.inode)
+        first = self.ledger.renamed(arrival.inode, arrival.key)
+        if first or self.ledger.flooding(record.student, record.received):
+            self.ignored.add(arrival.key)
+            log.warning("%s: %s", arrival.key, f"the folder first seen as {first}, renamed"
+                        if first else f"{record.student} submitted more than anyone needs in "
+                                      f"a day: ignored")
+            return record
+        known = {a.id for a in self.course.assignments}
+        if not self.trust_names and arrival.owner != arrival.named:
+            record.status, record.why = REFUSED, ("not graded: submitted under the name "
+                                                  "{named} from the account {owner}")
+            record.params = {"named": arrival.named, "owner": arrival.owner}
+        elif arrival.assignment not in known:
+            record.status, record.why = REFUSED, ("not graded: {assignment} has no feedback on "
+                                                  "submit in this course")
+            record.params = {"assignment": arrival.assignment}
+        if record.status == REFUSED:
+            self.ledger.save(record)
+            log.warning("%s: %s", arrival.key, record.why.format(**record.params))
+            return record
+        feedback = self.course.feedback
+        with self.turns:                        # no worker takes it before it is copied
+            if not self.ledger.admit(record, feedback.per_hour, feedback.per_day):
+                log.info("%s: over fair use, not graded", arrival.key)
+                return record
+            try:
+                self._copy(record, arrival)
+            except Exception:                   # its grading copies it again, or says it's gone
+                log.error("%s: could not be copied:\n%s", arrival.key, traceback.format_exc())
+        log.info("%s: queued", arrival.key)
+        return record
+
+    def _copy(self, record: Record, arrival: Arrival | None = None) -> None:
+        """Copy what was submitted into the state folder (again, after a restart that came
+        between queueing and copying)."""
+        if arrival is None:
+            path = self.inbox / record.key
+            try:
+                info = os.stat(path, follow_symlinks=False)
+                owner, uid = owner_of(info), info.st_uid
+            except OSError:
+                owner, uid = "", -1
+            arrival = Arrival(record.key, path, record.student, record.assignment, owner, uid)
+        for line in snapshot(self.course, arrival, self.ledger.snapshot_folder(record.key)):
+            log.warning("%s: not copied: %s", record.key, line)
+
+    # -- the workers ----------------------------------------------------------------------------
+    def next_turn(self) -> Record | None:
+        """The next submission to grade, by turns: among queued ones whose student has none
+        being graded now, that of the student graded least in the last hour, then the oldest.
+        Waits for one; None once the service stops."""
+        with self.turns:
+            while not self.stopping.is_set():
+                now = self.clock()
+                recent: dict[str, int] = {}
+                for r in self.ledger.all():
+                    if r.graded_at and r.graded_at > now - HOUR:
+                        recent[r.student] = recent.get(r.student, 0) + 1
+                waiting = [r for r in self.ledger.all()
+                           if r.status == QUEUED and r.student not in self.busy]
+                if waiting:
+                    record = min(waiting, key=lambda r: (recent.get(r.student, 0), r.received))
+                    record.status, record.attempts = GRADING, record.attempts + 1
+                    self.ledger.save(record)
+                    self.busy.add(record.student)
+                    return record
+                self.turns.wait(1.0)
+        return None
+
+    def _work(self) -> None:
+        while (record := self.next_turn()) is not None:
+            try:
+                self.grade_one(record)
+            except Exception:
+                log.error("%s: grading failed:\n%s", record.key, traceback.format_exc())
+            finally:
+                with self.turns:
+                    self.busy.discard(record.student)
+                    self.turns.notify_all()
+
+    def grade_one(self, record: Record) -> None:
+        """Grade `record` (taken by `next_turn`) and record its results."""
+        started = time.monotonic()
+        folder = self.ledger.snapshot_folder(record.key)
+        try:
+            if not folder.is_dir():             # queued, then stopped before it was copied
+                self._copy(record)
+            folder.mkdir(mode=0o700, exist_ok=True)     # nothing could be copied: graded empty
+            report = self.grade(self.course, folder, record.assignment)
+        except Exception:
+            report = failure_report(self.course, folder, record.assignment,
+                                    traceback.format_exc())
+        if self.stopping.is_set():              # stopped while grading: graded after the restart
+            return
+        report.submission = f"{record.student}, {page.when(record.received)}"
+        results = write_results(self.course, report, self.ledger.results_folder(record.key),
+                                self.lang)
+        self.ledger.finish(record, results, failed=bool(report.error), now=self.clock())
+        log.info("%s: %s / %s in %.1f s", record.key, results["score"], results["max_score"],
+                 time.monotonic() - started)
+
+    def _grade_in_sandbox(self, course: Course, folder: Path, assignment: str):
+        snapshots = self.ledger.state / "snapshots"
+        return grade_in_child(course, folder, assignment, student_threads(course), [],
+                              [self.ledger.state.resolve(), self.exchange.resolve()],
+                              within=snapshots)
+
+    # -- what the page shows ----------------------------------------------------------------------
+    def positions(self) -> dict[str, int]:
+        """Queued submissions: how many were queued before each (graded by turns, so at most
+        that many come first)."""
+        waiting = sorted((r for r in self.ledger.all() if r.status == QUEUED),
+                         key=lambda r: r.received)
+        return {record.key: index for index, record in enumerate(waiting)}
+
+    def view(self, student: str) -> tuple[list[Record], dict]:
+        records = self.ledger.of_student(student)
+        return records, {r.key: self.ledger.results(r.key) for r in records}
+
+
+# -- the page, behind the hub's login ---------------------------------------------------------------
+def make_app(service: Service, prefix: str, instructors: set[str]):
+    """A tornado application serving the page under `prefix` (the hub's JUPYTERHUB_SERVICE_PREFIX),
+    each user seeing their own submissions; `instructors` see everyone's."""
+    from jupyterhub.services.auth import HubOAuthCallbackHandler, HubOAuthenticated
+    from tornado import web
+
+    class Base(HubOAuthenticated, web.RequestHandler):
+        def students(self) -> list[str]:
+            name = self.get_current_user()["name"]
+            if name in instructors and self.get_argument("student", None):
+                return [self.get_argument("student")]
+            return [name]
+
+    class Page(Base):
+        @web.authenticated
+        def get(self):
+            student = self.students()[0]
+            records, results = service.view(student)
+            self.set_header("Cache-Control", "no-store")
+            self.write(page.page(service.course, student, records, results, service.clock(),
+                                 service.lang, service.positions()))
+
+    class Api(Base):
+        @web.authenticated
+        def get(self):
+            student = self.students()[0]
+            records, results = service.view(student)
+            now = service.clock()
+            self.set_header("Cache-Control", "no-store")
+            self.write({"student": student, "submissions": [
+                page.summary(r, results.get(r.key), service.course, now, service.lang)
+                for r in records]})
+
+    return web.Application([
+        (prefix, Page),
+        (prefix + "api/feedback", Api),
+        (prefix + "oauth_callback", HubOAuthCallbackHandler),
+    ], cookie_secret=os.urandom(32))
+
+
+# -- the command ----------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--exchange", type=Path, required=True,
+                        help="nbgrader's exchange root (c.Exchange.root)")
+    parser.add_argument("--state", type=Path,
+                        help="where the service keeps its queue and results (default: "
+                             "COURSE/feedback-service)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="submissions graded at once (default: 1)")
+    parser.add_argument("--poll", type=float, default=2.0,
+                        help="seconds between looks at the exchange (default: 2)")
+    parser.add_argument("--lang", help="language of the feedback (default: course.yaml's)")
+    parser.add_argument("--instructor", action="append", default=[],
+                        help="a hub user who may see every student's page (?student=NAME)")
+    parser.add_argument("--trust-names", action="store_true",
+                        help="take the student from the submission's name, not its owner: only "
+                             "where every server writes as one account (containers), and "
+                             "students cannot write into the exchange another way")
+    parser.add_argument("--no-page", action="store_true",
+                        help="grade only, serve no page (without a hub)")
+
+
+def run(course: Course, options) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    state = options.state or course.root / "feedback-service"
+    service = Service(course, options.exchange, state, jobs=options.jobs, lang=options.lang,
+                      poll=options.poll, trust_names=options.trust_names)
+    try:
+        service.start()
+    except AlreadyRunning as error:
+        print(f"tfcourse feedback-service: {error}", file=sys.stderr)
+        return 2
+    log.info("watching %s, %d grader(s), state in %s", service.inbox, service.jobs, state)
+    done = threading.Event()
+
+    def stop(number, frame):
+        service.stop()
+        done.set()
+
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, stop)
+    if options.no_page:
+        done.wait()
+        return 0
+    return _serve(service, set(options.instructor), done)
+
+
+def _serve(service: Service, instructors: set[str], done: threading.Event) -> int:
+    from urllib.parse import urlparse
+
+    try:
+        import jupyterhub.services.auth  # noqa: F401  (the hub's login)
+        from tornado.ioloop import IOLoop
+    except ImportError:
+        print("tfcourse feedback-service: the page needs JupyterHub's package: pip install "
+              "'tfcourse[hub]' (or pass --no-page)", file=sys.stderr)
+        return 2
+    url = os.environ.get("JUPYTERHUB_SERVICE_URL")
+    prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX")
+    if not url or not prefix:
+        print("tfcourse feedback-service: JUPYTERHUB_SERVICE_URL is not set: start it from "
+              "jupyterhub_config.py as a managed service (docs/jupyterhub.md), or pass "
+              "--no-page", file=sys.stderr)
+        return 2
+    address = urlparse(url)
+    app = make_app(service, prefix, instructors)
+    app.listen(address.port, address.hostname)
+    loop = IOLoop.current()
+    threading.Thread(target=lambda: (done.wait(), loop.add_callback(loop.stop)),
+                     daemon=True).start()
+    loop.start()
+    return 0
+
+
+def main(course: Course, options) -> int:
+    try:
+        return run(course, options)
+    except CourseError as error:
+        print(f"tfcourse feedback-service: {error}", file=sys.stderr)
+        return 2
