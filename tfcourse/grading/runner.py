@@ -409,6 +409,26 @@ class _Graders:
             self._running.add(process)
             return process
 
+    def fork(self, args: list[str], env: dict, cwd: Path):
+        """A grader forked by this thread's fork server (forkserver.py), or None where there is
+        none (turned off, or it cannot start): then `start` runs a fresh interpreter."""
+        from . import forkserver
+
+        if not forkserver.enabled():
+            return None
+        if self.stopping:
+            raise Interrupted(0)
+        try:
+            process = forkserver.spawn(args, env, cwd)
+        except (forkserver.ServerGone, OSError):
+            return None
+        with self._lock:
+            self._running.add(process)
+            if self.stopping:               # told to stop while it was forked
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+        return process
+
     def forget(self, process: subprocess.Popen) -> None:
         with self._lock:
             self._running.discard(process)
@@ -473,8 +493,9 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
         # The grader's sandboxes go in `sandboxes`, so that they are removed even when the grader
         # is killed before it can remove them itself.
         environment = {**os.environ, SANDBOX_FOLDER: sandboxes, PARENT_VARIABLE: str(os.getpid())}
-        process = GRADERS.start(command, cwd=course.root, env=environment, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        process = GRADERS.fork(command[3:], environment, course.root) or GRADERS.start(
+            command, cwd=course.root, env=environment, text=True, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE)
         try:
             _, stderr = process.communicate(timeout=limit)
             # Only a grader that ran to its end wrote the report: after any other ending, a file
@@ -603,15 +624,19 @@ def _warn(found: Survey) -> None:
 
 def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang: str,
                force: bool = False, assignment: str | None = None, skip: list[str] = (),
-               progress: bool = True, threads: int | None = None) -> Outcomes:
-    """Grade every submission among `paths` (see `survey`) into `out`/<name>/. Raises Interrupted
-    when told to stop, after ending every grader and removing their temporary folders."""
+               progress: bool = True, threads: int | None = None,
+               scheduler: str | None = None) -> Outcomes:
+    """Grade every submission among `paths` (see `survey`) into `out`/<name>/: `jobs` at a time
+    here, or, given the address of a Dask scheduler, on its workers (cluster.py; `jobs` is then
+    not used). Raises Interrupted when told to stop, after ending every grader and removing their
+    temporary folders."""
     if assignment:
         course.assignment(assignment)                  # an unknown id fails here, clearly
     private_folder(out)
     found = survey(course, paths, exclude=out)
     _warn(found)
-    _say_isolation(course)
+    if scheduler is None:                              # on a cluster, each worker says its own
+        _say_isolation(course)
     version = grader_version(course)
     threads = threads or student_threads(course)
     hide = [out.resolve(), *[Path(p).resolve() for p in paths]]
@@ -631,6 +656,15 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
         else:
             todo.append((item, folder, stamp))
 
+    def record(entry, report: SubmissionReport, seconds: float) -> Outcome:
+        """Write a submission's results (the same here and for a cluster's report)."""
+        item, folder, stamp = entry
+        report.submission = printable(item.name)
+        results, status = _write(course, report, item, folder, lang, stamp)
+        return Outcome(item.name, folder, status, results["score"] if results else 0.0,
+                       results["max_score"] if results else 0.0, round(seconds, 1),
+                       report.assignment, item.note)
+
     def work(entry):
         item, folder, stamp = entry
         if GRADERS.stopping:
@@ -644,11 +678,7 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
                                     item.within)
         if GRADERS.stopping:                 # ended by the stop: not a result
             return None
-        report.submission = printable(item.name)
-        results, status = _write(course, report, item, folder, lang, stamp)
-        return Outcome(item.name, folder, status, results["score"] if results else 0.0,
-                       results["max_score"] if results else 0.0,
-                       round(time.monotonic() - started, 1), report.assignment, item.note)
+        return record(entry, report, time.monotonic() - started)
 
     bar = None
     if progress and todo:
@@ -656,7 +686,12 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
         bar = tqdm(total=len(todo), desc="grading", unit="submission", file=sys.stderr)
     try:
         with graders_end_on_signals():
-            _run_all(work, todo, jobs, outcomes, bar)
+            if scheduler is None:
+                _run_all(work, todo, jobs, outcomes, bar)
+            else:
+                from .cluster import Batch, run_on_cluster
+                run_on_cluster(scheduler, Batch(course, todo, version, assignment, threads,
+                                                list(skip), record), outcomes, bar)
     finally:
         if bar:
             bar.close()
