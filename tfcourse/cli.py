@@ -4,6 +4,7 @@
     tfcourse grade SUBMISSION... [--out DIR]  grade submissions with the hidden graders
     tfcourse check NOTEBOOK                   a student's own run of the visible checks
     tfcourse gradescope ASSIGNMENT --out F    a Gradescope autograder bundle
+    tfcourse feedback-service --exchange DIR  on a hub: grade each submission as it arrives
 """
 from __future__ import annotations
 
@@ -50,19 +51,31 @@ def cmd_build(options) -> int:
 
 def cmd_grade(options) -> int:
     course = _graded_course(options)
+    from .grading.cluster import ClusterError, require_distributed
     from .grading.runner import Interrupted, available_cores, grade_many, table
 
     jobs = options.jobs or available_cores()
     lang = options.lang or course.language
+    if options.scheduler and options.jobs:
+        print("tfcourse grade: --jobs is not used with --scheduler: each Dask worker grades as "
+              "many submissions at once as it has threads", file=sys.stderr)
     try:
+        if options.scheduler:
+            require_distributed()
         outcomes = grade_many(course, options.submissions, options.out, jobs=jobs, lang=lang,
                               force=options.force, assignment=options.assignment,
-                              skip=options.skip or [], progress=not options.no_progress)
+                              skip=options.skip or [], progress=not options.no_progress,
+                              scheduler=options.scheduler)
     except Interrupted as stop:
         name = signal.Signals(stop.signal).name if stop.signal else "a signal"
-        print(f"tfcourse grade: stopped by {name}; every grader was ended. Results written "
-              f"before are kept; run the same command again to grade the rest.", file=sys.stderr)
+        ended = ("its tasks on the cluster were cancelled" if options.scheduler else
+                 "every grader was ended")
+        print(f"tfcourse grade: stopped by {name}; {ended}. Results written before are kept; "
+              f"run the same command again to grade the rest.", file=sys.stderr)
         return 128 + (stop.signal or signal.SIGTERM)
+    except ClusterError as error:
+        print(f"tfcourse grade: {error}", file=sys.stderr)
+        return 2
     print(table(outcomes))
     print(f"results in {options.out}/<submission>/results.json and feedback.md")
     return 0
@@ -81,6 +94,13 @@ def cmd_gradescope(options) -> int:
     path = build_bundle(course, options.assignment, options.out, lang=options.lang)
     print(f"wrote {path}")
     return 0
+
+
+def cmd_feedback_service(options) -> int:
+    course = _graded_course(options)
+    from .hub.service import main
+
+    return main(course, options)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -108,6 +128,9 @@ def parser() -> argparse.ArgumentParser:
     grade.add_argument("--assignment", help="the assignment (default: from notebook names)")
     grade.add_argument("--skip", nargs="*", help="test ids to skip, e.g. trained.accuracy")
     grade.add_argument("--no-progress", action="store_true", help="no progress bar")
+    grade.add_argument("--scheduler", metavar="ADDRESS",
+                       help="grade on the workers of this Dask scheduler (tcp://host:8786, or "
+                            "its scheduler file) rather than here; needs tfcourse[cluster]")
     grade.set_defaults(run=cmd_grade)
 
     check = commands.add_parser("check", help="run a notebook's visible checks")
@@ -120,6 +143,15 @@ def parser() -> argparse.ArgumentParser:
     bundle.add_argument("--out", type=Path, default=Path("autograder.zip"))
     bundle.add_argument("--lang", help="language of the feedback (default: course.yaml's)")
     bundle.set_defaults(run=cmd_gradescope)
+
+    service = commands.add_parser(
+        "feedback-service", help="on a JupyterHub: grade each submission as it arrives, and "
+                                 "show each student their results (docs/jupyterhub.md)")
+    service.add_argument("--course", type=Path, default=argparse.SUPPRESS,
+                         help="the course folder (as before the command)")
+    from .hub.service import add_arguments
+    add_arguments(service)
+    service.set_defaults(run=cmd_feedback_service)
     return top
 
 
