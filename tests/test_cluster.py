@@ -229,6 +229,24 @@ def test_a_worker_with_another_course_or_none_refuses(course, tmp_path, monkeypa
     assert "course.yaml" in refused and cluster.COURSE_VARIABLE in refused
 
 
+def test_a_worker_without_bubblewrap_refuses_whatever_course_yaml_accepts(course, tmp_path,
+                                                                          monkeypatch):
+    """A plain process has the network: on a cluster, student code could reach the scheduler,
+    which runs any code on every worker. Such a worker grades nothing."""
+    from tfcourse.sandbox.launch import Isolation
+
+    student(tmp_path / "alice")
+    payload = {"submission": cluster.pack(course, tmp_path / "alice", None, None),
+               "version": runner.grader_version(course), "threads": 1, "assignment": None,
+               "skip": []}
+    monkeypatch.setenv(cluster.COURSE_VARIABLE, str(ROOT))
+    monkeypatch.setattr(cluster, "_isolation", lambda root: Isolation(
+        "process", warning="student code runs as a plain process (accept_weaker: process)"))
+    refused = json.loads(cluster.grade_task(payload))["refused"]
+    assert "cannot isolate student code with bubblewrap" in refused
+    assert "accept_weaker: process" in refused and "scheduler" in refused
+
+
 class Finished:
     """A finished task, as distributed's Future shows it."""
 

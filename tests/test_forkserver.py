@@ -62,17 +62,41 @@ def test_a_graders_status_and_a_killed_grader(server):
     assert probe(server)[1] == 0                     # the server serves on
 
 
-def test_a_dead_server_is_replaced(monkeypatch):
+def test_a_dead_server_is_replaced():
     forkserver._SERVERS.by_folder = {}
     first = forkserver.spawn([], dict(os.environ), PROBE)      # the grader without arguments
     first.communicate(timeout=120)
-    server = forkserver._SERVERS.by_folder[str(PROBE)]
+    (server,) = forkserver._SERVERS.by_folder.values()
     server.process.kill()
     server.process.wait()
     second = forkserver.spawn([], dict(os.environ), PROBE)
     second.communicate(timeout=120)
-    assert forkserver._SERVERS.by_folder[str(PROBE)] is not server
-    forkserver._SERVERS.by_folder[str(PROBE)].close()
+    (replaced,) = forkserver._SERVERS.by_folder.values()
+    assert replaced is not server
+    replaced.close()
+
+
+def test_a_large_request_and_a_runner_interrupted_halfway(server):
+    """A request of megabytes (a long --hide list) is served; a grader whose status the runner
+    never read does not put the server out of step with the next."""
+    big = {**os.environ, "PROBE_VARIABLE": "x" * (4 << 20)}
+    child = server.spawn([], big, PROBE, module="forkprobe")
+    _, stderr = child.communicate(timeout=120)
+    assert len(json.loads(stderr.strip().splitlines()[-1])["variable"]) == 4 << 20
+    abandoned = server.spawn(["7"], dict(os.environ), PROBE, module="forkprobe")
+    os.close(abandoned._stderr)                      # interrupted: never waited for
+    report, code = probe(server, "5")
+    assert code == 5 and report["pid"] != abandoned.pid
+
+
+def test_the_runner_can_end_a_grader_at_once(server):
+    """The pid comes back once the grader leads its own session: a stop right after the fork
+    ends it (and its group)."""
+    for _ in range(5):
+        child = server.spawn([], dict(os.environ), PROBE, module="forkprobe_sleeps")
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate(timeout=30)
+        assert child.returncode == -signal.SIGKILL
 
 
 def test_grading_through_the_server_equals_a_fresh_interpreter(course, tmp_path, monkeypatch):

@@ -320,6 +320,7 @@ def test_a_failed_grader_leaves_every_check_of_the_assignment(course, tmp_path, 
                                                              untouched):
     folder = student(tmp_path / "class" / "alice")
     monkeypatch.setattr(runner.sys, "executable", "/bin/false")     # a grader that fails at once
+    monkeypatch.setenv("TFCOURSE_FORK_SERVER", "0")   # (a running fork server has its python)
     report = runner.grade_in_child(course, folder, None, 1, [], [], tmp_path / "class")
     results = write_results(course, report, tmp_path / "graded" / "alice", "en")
     assert results["max_score"] == 14 and len(results["tests"]) == 10
@@ -555,6 +556,24 @@ def processes(*markers: str) -> list[str]:
     return found
 
 
+def graders(temporary: Path) -> list[str]:
+    """The trusted grader processes of a runner started with TMPDIR=`temporary` (its fork server
+    and the graders forked from it, whose command line is the server's; or fresh interpreters):
+    every one has the runner's environment from its start."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            line = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            environment = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if "-m tfcourse.grading" in line and f"TMPDIR={temporary}".encode() in environment:
+            found.append(f"{entry}: {line[:160]}")
+    return found
+
+
 def ancestry(lines: list[str]) -> list[list[str]]:
     """For a failure's message: each process of `lines` and those above it."""
     chains = []
@@ -609,13 +628,13 @@ def hanging_runner(tmp_path: Path) -> tuple[subprocess.Popen, Path, Path]:
     if not wait_for(lambda: processes(TOKEN), 120):
         runner_process.kill()
         pytest.fail(f"the hanging cell never ran: {runner_process.communicate()}")
-    assert processes("-m tfcourse.grading", str(submission))     # its grader runs
+    assert graders(temporary)                                    # its grader runs
     return runner_process, submission, temporary
 
 
-def _cleanup(submission: Path) -> None:
+def _cleanup(temporary: Path) -> None:
     """Kill what the test started, should the runner have left anything."""
-    for line in processes(TOKEN) + processes("-m tfcourse.grading", str(submission)):
+    for line in processes(TOKEN) + graders(temporary):
         with contextlib.suppress(OSError):
             os.kill(int(line.split(":")[0]), signal.SIGKILL)
 
@@ -628,24 +647,22 @@ def test_stopping_the_runner_ends_its_graders_and_their_folders(tmp_path, untouc
         _, stderr = runner_process.communicate(timeout=60)
         assert runner_process.returncode == 128 + signal.SIGTERM, stderr
         assert "tfcourse grade: stopped by SIGTERM; every grader was ended" in stderr
-        left = gone_within(lambda: processes(TOKEN) + processes("-m tfcourse.grading",
-                                                                 str(submission)), 15)
+        left = gone_within(lambda: processes(TOKEN) + graders(temporary), 15)
         assert not left, ancestry(left)
         assert list(temporary.iterdir()) == []
         assert not (tmp_path / "graded" / "hang" / "results.json").exists()   # not a result
     finally:
-        _cleanup(submission)
+        _cleanup(temporary)
 
 
 @pytest.mark.slow
 def test_a_runner_killed_outright_takes_its_graders_with_it(tmp_path, untouched):
-    runner_process, submission, _ = hanging_runner(tmp_path)
+    runner_process, submission, temporary = hanging_runner(tmp_path)
     try:
         runner_process.kill()
         runner_process.communicate(timeout=60)
-        left = gone_within(lambda: processes(TOKEN) + processes("-m tfcourse.grading",
-                                                                 str(submission)), 15)
+        left = gone_within(lambda: processes(TOKEN) + graders(temporary), 15)
         assert not left, ancestry(left)
     finally:
-        _cleanup(submission)
+        _cleanup(temporary)
 

@@ -44,6 +44,7 @@ from .submission import (Refused, find_notebooks, is_notebook_name, kind_inside,
 COURSE_VARIABLE = "TFCOURSE_COURSE"        # on a worker: the course folder
 SPECIAL = {"link", "fifo", "socket", "device", "other"}      # entries that are never read
 MOST_LINKS = 64                            # a notebook with more names than this is sent as 64
+BYTES_IN_FLIGHT = 1 << 30                  # notebooks' bytes sent and not graded yet, at most
 
 
 class ClusterError(Exception):
@@ -179,12 +180,30 @@ def _scratch() -> Path:
 
 
 @lru_cache(maxsize=4)
-def isolation_lines(root: Path) -> tuple[str, ...]:
-    """How this machine isolates student code, when weaker than bubblewrap or refused."""
+def _isolation(root: Path):
     from ..sandbox.launch import SandboxConfig, choose_isolation
 
-    isolation = choose_isolation(SandboxConfig.from_course(load_course(root), {}, 1, []))
+    return choose_isolation(SandboxConfig.from_course(load_course(root), {}, 1, []))
+
+
+def isolation_lines(root: Path) -> tuple[str, ...]:
+    """How this machine isolates student code, when weaker than bubblewrap or refused."""
+    isolation = _isolation(root)
     return tuple(line for line in (isolation.refusal, isolation.warning) if line)
+
+
+def without_bubblewrap(root: Path, host: str) -> str:
+    """Why this worker must not grade ("" when it may): only bubblewrap cuts student code off
+    the network, and on a cluster a plain process could reach the scheduler, which runs any code
+    it is sent on every worker (and the client unpickles what comes back)."""
+    isolation = _isolation(root)
+    if isolation.mode == "bwrap":
+        return ""
+    why = isolation.refusal or isolation.warning or f"isolation {isolation.mode}"
+    return (f"worker {host} cannot isolate student code with bubblewrap ({why}); on a cluster "
+            f"student code must not reach the network, where the Dask scheduler is: install "
+            f"bubblewrap on the workers and allow user namespaces (docs/instructor-guide.md, "
+            f"Grading on a cluster)")
 
 
 def grade_task(payload: dict) -> str:
@@ -205,6 +224,9 @@ def grade_task(payload: dict) -> str:
             f"worker {host} grades with another course or tfcourse ({course.root}: grader "
             f"fingerprint {version}, not the client's {payload['version']}): give every worker "
             f"the same course folder and tfcourse version as this machine")})
+    refusal = without_bubblewrap(course.root, host)
+    if refusal:
+        return json.dumps({"refused": refusal})
     with tempfile.TemporaryDirectory(dir=_scratch(), ignore_cleanup_errors=True) as folder:
         packed = payload["submission"]
         try:
@@ -378,7 +400,7 @@ def run_on_cluster(address: str, batch: Batch, outcomes: list, bar) -> None:
         return
     from distributed import as_completed
 
-    from .runner import failure_report
+    from .runner import failure_report, printable
 
     client, said = connect(address), set()
     waiting, pending, running = iter(batch.todo), as_completed(loop=client.loop), {}
@@ -386,16 +408,19 @@ def run_on_cluster(address: str, batch: Batch, outcomes: list, bar) -> None:
     def say(line: str) -> None:
         if line not in said:
             said.add(line)
-            print(f"tfcourse grade: {line}", file=sys.stderr)
+            print(f"tfcourse grade: {printable(line)}", file=sys.stderr)   # a worker's words
 
     def done(entry, report: SubmissionReport, seconds: float) -> None:
         outcomes.append(batch.record(entry, report, seconds))
         if bar:
             bar.update()
 
+    sizes: dict = {}                    # bytes of notebooks in each task sent
+
     def send() -> None:
         window = _window(client)
-        while len(running) < window and (entry := next(waiting, None)):
+        while len(running) < window and (not running or sum(sizes.values()) < BYTES_IN_FLIGHT) \
+                and (entry := next(waiting, None)):
             item = entry[0]
             try:
                 packed = pack(batch.course, item.path, item.within, batch.assignment)
@@ -409,12 +434,14 @@ def run_on_cluster(address: str, batch: Batch, outcomes: list, bar) -> None:
             future = client.submit(TASK, payload, key=f"tfcourse-grade-{entry[2]}-"
                                    f"{uuid.uuid4().hex[:8]}", pure=False, retries=1)
             running[future] = entry
+            sizes[future] = sum(len(e.get("data", b"")) for e in packed.get("entries", []))
             pending.add(future)
 
     try:
         send()
         for future in pending:
             entry = running.pop(future)
+            sizes.pop(future, None)
             send()
             done(entry, *result_of(batch, entry, future, say))
     except BaseException:

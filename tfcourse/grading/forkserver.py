@@ -35,11 +35,17 @@ PRELOAD = ("torch", "pytest", "tfcourse.grading.__main__", "tfcourse.grading.gra
 PARENT_VARIABLE = "TFCOURSE_GRADER_PARENT"      # runner.PARENT_VARIABLE
 SWITCH = "TFCOURSE_FORK_SERVER"
 GRADER = "tfcourse.grading.__main__"            # what a child runs: its main(args)
-MESSAGE = 1 << 20
+MESSAGE = 4096                                  # a reply; requests travel in a memfd
+IMPORT_TIME = ("OMP_", "MKL_", "OPENBLAS_", "TORCH_", "PYTORCH_", "CUDA_", "LD_", "PYTHON")
 
 
 # -- the server ---------------------------------------------------------------------------------
 def serve(channel: socket.socket) -> None:
+    """Fork a grader for each request, one at a time. A request comes as two descriptors: a
+    memfd holding its JSON (no size limit) and the write end of the grader's stderr pipe. The
+    replies carry the request's number: {"id", "pid"} once the grader leads its own session,
+    {"id", "status"} once it ended (still unreaped, so its pid is not reused while the runner may
+    signal it), and the grader is reaped when the runner says "reap"."""
     import importlib
 
     from .__main__ import die_with_parent
@@ -48,31 +54,54 @@ def serve(channel: socket.socket) -> None:
     for name in PRELOAD:
         importlib.import_module(name)
     channel.send(b'{"ready": true}')
+    ended = None                                    # the last grader, ended, not yet reaped
     while True:
         try:
-            message, fds, _, _ = socket.recv_fds(channel, MESSAGE, 1)
+            message, fds, _, _ = socket.recv_fds(channel, 64, 2)
         except OSError:
             return
+        if ended is not None:                       # "reap", or the runner went on: reap it
+            os.waitpid(ended, 0)
+            ended = None
         if not message:
             return                                  # the runner closed its end
-        request = json.loads(message)
+        if message != b"grade":
+            continue
+        try:
+            request = json.loads(os.pread(fds[0], 1 << 30, 0))
+            number = request["id"]
+        except (ValueError, KeyError, IndexError, OSError) as error:
+            for fd in fds:
+                os.close(fd)
+            channel.send(json.dumps({"error": repr(error)}).encode())
+            continue
+        ready_read, ready_write = os.pipe()
+        me = os.getpid()
         pid = os.fork()
         if pid == 0:
-            _child(request, fds[0], channel)         # never returns
+            os.close(ready_read)
+            _child(request, fds[1], ready_write, me, channel)          # never returns
+        os.close(ready_write)
         for fd in fds:
             os.close(fd)
-        channel.send(json.dumps({"pid": pid}).encode())
-        _, status = os.waitpid(pid, 0)
-        channel.send(json.dumps({"status": os.waitstatus_to_exitcode(status)}).encode())
+        os.read(ready_read, 1)                       # EOF: the grader has its own session
+        os.close(ready_read)
+        channel.send(json.dumps({"id": number, "pid": pid}).encode())
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        code = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+        channel.send(json.dumps({"id": number, "status": code}).encode())
+        ended = pid
 
 
-def _child(request: dict, stderr: int, channel: socket.socket) -> None:
+def _child(request: dict, stderr: int, ready: int, server: int, channel: socket.socket) -> None:
     """Become the grader of `request`: its own session, stderr, folder and environment."""
     code = 1
     try:
         channel.close()
         os.setsid()
-        for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+        os.close(ready)                             # the server may now say our pid
+        signal.signal(signal.SIGINT, signal.default_int_handler)     # as in a fresh interpreter
+        for number in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(number, signal.SIG_DFL)
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)
@@ -83,7 +112,9 @@ def _child(request: dict, stderr: int, channel: socket.socket) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        os.environ[PARENT_VARIABLE] = str(os.getppid())      # dies with the server
+        # dies with the server (its pid taken before the fork: were the server gone already,
+        # getppid would name whoever adopted us, and die_with_parent would end us at once)
+        os.environ[PARENT_VARIABLE] = str(server)
         import random
 
         random.seed()                   # as a fresh interpreter, not the server's sequences
@@ -113,46 +144,65 @@ class ServerGone(Exception):
 
 class ForkedGrader:
     """A grader forked by the server, with the part of subprocess.Popen's interface the runner
-    uses: pid, communicate(timeout), poll(), wait(), returncode."""
+    uses: pid, communicate(timeout), poll(), wait(), returncode. Until `wait` has its status, the
+    grader is not reaped, so its pid and process group stay its own."""
 
-    def __init__(self, server: "ForkServer", pid: int, stderr: int):
-        self.server, self.pid, self._stderr = server, pid, stderr
+    def __init__(self, server: "ForkServer", number: int, pid: int, stderr: int):
+        self.server, self.number, self.pid, self._stderr = server, number, pid, stderr
         self._chunks: list[bytes] = []
         self.returncode: int | None = None
 
     def communicate(self, timeout: float | None = None):
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self._stderr is not None:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise subprocess.TimeoutExpired(["tfcourse.grading"], timeout)
-            ready, _, _ = select.select([self._stderr], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(self._stderr, 65536)
-            if chunk:
-                self._chunks.append(chunk)
-            else:
-                os.close(self._stderr)
-                self._stderr = None
+        watch = select.poll()
+        try:
+            while self._stderr is not None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise subprocess.TimeoutExpired(["tfcourse.grading"], timeout)
+                watch.register(self._stderr, select.POLLIN | select.POLLHUP)
+                if not watch.poll(None if left is None else max(1, int(left * 1000))):
+                    continue
+                chunk = os.read(self._stderr, 65536)
+                if chunk:
+                    self._chunks.append(chunk)
+                else:
+                    self._close_stderr()
+        except subprocess.TimeoutExpired:
+            raise
+        except BaseException:
+            self._close_stderr()
+            raise
         self.wait()
         return None, b"".join(self._chunks).decode("utf-8", "replace")
 
+    def _close_stderr(self) -> None:
+        if self._stderr is not None:
+            os.close(self._stderr)
+            self._stderr = None
+
     def wait(self) -> int:
         if self.returncode is None:
-            self.returncode = self.server.status()
+            self.returncode = self.server.status(self.number)
+            self._close_stderr()
         return self.returncode
 
     def poll(self) -> int | None:
         return self.returncode
 
 
+def _memfd(data: bytes) -> int:
+    fd = os.memfd_create("tfcourse-request", os.MFD_CLOEXEC)
+    os.write(fd, data)
+    return fd
+
+
 class ForkServer:
     """One server process (see the module's docstring), for one thread of the runner."""
 
-    def __init__(self, cwd: Path):
+    def __init__(self, cwd: Path, env: dict | None = None):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        environment = {**os.environ, PARENT_VARIABLE: str(os.getpid())}
+        environment = {**(os.environ if env is None else env), PARENT_VARIABLE: str(os.getpid())}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tfcourse.grading.forkserver", str(theirs.fileno())],
             pass_fds=[theirs.fileno()], cwd=cwd, env=environment, start_new_session=True,
@@ -160,41 +210,64 @@ class ForkServer:
         theirs.close()
         self.channel = ours
         self.cwd = cwd
+        self.requests = 0
         if self._receive(timeout=300).get("ready") is not True:
             raise ServerGone("the fork server did not start")
 
-    def _receive(self, timeout: float | None = None) -> dict:
-        ready, _, _ = select.select([self.channel], [], [], timeout)
-        message = self.channel.recv(MESSAGE) if ready else b""
-        if not message:
-            self.close()
-            raise ServerGone("the fork server ended")
-        return json.loads(message)
+    def _receive(self, timeout: float | None = None, number: int | None = None) -> dict:
+        """The next reply (of request `number`: a reply of an earlier request, left unread by a
+        runner interrupted halfway, is skipped)."""
+        watch = select.poll()
+        watch.register(self.channel, select.POLLIN | select.POLLHUP)
+        while True:
+            ready = watch.poll(None if timeout is None else int(timeout * 1000))
+            message = self.channel.recv(MESSAGE) if ready else b""
+            if not message:
+                self.close()
+                raise ServerGone("the fork server ended")
+            reply = json.loads(message)
+            if "error" in reply:
+                self.close()
+                raise ServerGone(f"the fork server refused a request: {reply['error']}")
+            if number is None or reply.get("id") == number:
+                return reply
 
     def spawn(self, args: list[str], env: dict, cwd: Path, module: str = GRADER) -> ForkedGrader:
+        self.requests += 1
+        number = self.requests
         read, write = os.pipe()
         try:
-            request = json.dumps({"args": args, "env": env, "cwd": str(cwd),
-                                  "module": module}).encode()
+            request = _memfd(json.dumps({"id": number, "args": args, "env": env,
+                                         "cwd": str(cwd), "module": module}).encode())
             try:
-                socket.send_fds(self.channel, [request], [write])
+                socket.send_fds(self.channel, [b"grade"], [request, write])
             except OSError as error:
                 self.close()
                 raise ServerGone(f"the fork server ended ({error})") from None
+            finally:
+                os.close(request)
         finally:
             os.close(write)
         try:
-            pid = self._receive(timeout=60)["pid"]
+            pid = self._receive(timeout=60, number=number)["pid"]
         except BaseException:
             os.close(read)
+            self.close()                            # out of step with it: start another
             raise
-        return ForkedGrader(self, pid, read)
+        return ForkedGrader(self, number, pid, read)
 
-    def status(self) -> int:
+    def status(self, number: int) -> int:
+        """The exit status of request `number`'s grader; then the server may reap it."""
         try:
-            return int(self._receive()["status"])
+            code = int(self._receive(number=number)["status"])
         except ServerGone:
             return -signal.SIGKILL
+        except BaseException:
+            self.close()
+            raise
+        with contextlib.suppress(OSError):
+            self.channel.send(b"reap")
+        return code
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -218,13 +291,15 @@ def spawn(args: list[str], env: dict, cwd: Path) -> ForkedGrader:
     servers = getattr(_SERVERS, "by_folder", None)
     if servers is None:
         servers = _SERVERS.by_folder = {}
-    key = str(cwd)
+    # what torch and the interpreter read once, at import: a server for each setting of it
+    key = json.dumps([str(cwd)] + sorted((name, value) for name, value in env.items()
+                                         if name.startswith(IMPORT_TIME)))
     for other in [k for k in servers if k != key]:  # one server a thread: each holds ~300 MB
         servers.pop(other).close()
     for attempt in range(2):                # a server that died is started again, once
         server = servers.get(key)
         if server is None or server.process.poll() is not None:
-            server = servers[key] = ForkServer(Path(cwd))
+            server = servers[key] = ForkServer(Path(cwd), env)
         try:
             return server.spawn(args, env, cwd)
         except ServerGone:

@@ -420,7 +420,7 @@ class _Graders:
             raise Interrupted(0)
         try:
             process = forkserver.spawn(args, env, cwd)
-        except (forkserver.ServerGone, OSError):
+        except Exception:                   # no server: a fresh interpreter grades instead
             return None
         with self._lock:
             self._running.add(process)
@@ -480,10 +480,12 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
             tempfile.TemporaryDirectory(prefix="tfgrade-", ignore_cleanup_errors=True) as sandboxes:
         os.chmod(sandboxes, 0o711)           # the sandbox user must reach its folder inside
         out = Path(scratch) / "report.json"
-        command = [sys.executable, "-m", "tfcourse.grading", str(submission),
+        # from /, as given (a submission named "--skip=x.ipynb" is a path, not an option; no
+        # ".." is folded away)
+        command = [sys.executable, "-m", "tfcourse.grading", str(Path.cwd() / submission),
                    "--course", str(course.root), "--out", str(out), "--threads", str(threads)]
         if within is not None:
-            command += ["--within", str(within)]
+            command += ["--within", str(Path.cwd() / within)]
         if assignment:
             command += ["--assignment", assignment]
         if skip:
