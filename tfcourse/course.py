@@ -10,6 +10,7 @@ says how a field is read); `read_mapping` checks a mapping from course.yaml agai
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import difflib
 import math
@@ -314,15 +315,13 @@ def _deadline(value, where: str) -> datetime.datetime | None:
     2027-01-15T23:59:00+01:00 as one)."""
     if value is None:
         return None
+    written = value
     if isinstance(value, str):
-        try:
+        with contextlib.suppress(ValueError):
             value = datetime.datetime.fromisoformat(value)
-        except ValueError:
-            raise CourseError(f"{_at(where)}must be a date and time such as "
-                              f"2027-01-15T23:59:00+01:00, not {_show(value)}") from None
     if not isinstance(value, datetime.datetime):
         raise CourseError(f"{_at(where)}must be a date and time such as "
-                          f"2027-01-15T23:59:00+01:00, not {_show(value)}")
+                          f"2027-01-15T23:59:00+01:00, not {_show(written)}")
     if value.tzinfo is None:
         raise CourseError(f"{_at(where)}needs its UTC offset (2027-01-15T23:59:00+01:00, or Z "
                           f"for UTC): without it, the deadline depends on the server's clock zone")

@@ -30,9 +30,10 @@ import time
 import traceback
 from pathlib import Path
 
+from .__main__ import PARENT_VARIABLE
+
 PRELOAD = ("torch", "pytest", "tfcourse.grading.__main__", "tfcourse.grading.grade",
            "tfcourse.grading.plugin", "tfcourse.grading.framework")
-PARENT_VARIABLE = "TFCOURSE_GRADER_PARENT"      # runner.PARENT_VARIABLE
 SWITCH = "TFCOURSE_FORK_SERVER"
 GRADER = "tfcourse.grading.__main__"            # what a child runs: its main(args)
 MESSAGE = 4096                                  # a reply; requests travel in a memfd

@@ -262,6 +262,25 @@ progress { width: 100%; height: .8rem; }
 """
 
 
+def part_html(stubs: str, rows: list[tuple[bool, str, float, float, str]], say,
+              heading: str = "h2") -> str:
+    """One part of the notebook as HTML: a heading with its stubs and points, and a table with a
+    row per check, (passed, name, score, max_score, message); `say` translates the headers."""
+    esc = html.escape
+    header = (f'<tr><th class="mark"></th><th class="name">{esc(say("Check"))}</th>'
+              f'<th class="points">{esc(say("Points"))}</th>'
+              f'<th>{esc(say("Message"))}</th></tr>')
+    body = "\n".join(
+        f'<tr class="{"passed" if passed else "failed"}"><td class="mark">'
+        f'{"✓" if passed else "✗"}</td><td>{esc(name)}</td>'
+        f'<td class="points">{score:g} / {most:g}</td>'
+        f'<td class="message">{esc(message)}</td>'
+        f"</tr>" for passed, name, score, most, message in rows)
+    score, most = sum(row[2] for row in rows), sum(row[3] for row in rows)
+    return (f'<{heading}><code>{esc(stubs)}</code> <span class="points">{score:g} / {most:g}'
+            f"</span></{heading}>\n<table>\n{header}\n{body}\n</table>")
+
+
 def feedback_html(view: Feedback) -> str:
     """The same feedback as a page of its own (plain HTML and CSS, nothing to load)."""
     esc = html.escape
@@ -275,19 +294,9 @@ def feedback_html(view: Feedback) -> str:
     if notes:
         blocks.append(f'<div class="notes"><h2>{esc(view.say("About your notebook"))}'
                       f"</h2><ul>{notes}</ul></div>")
-    header = (f'<tr><th class="mark"></th><th class="name">{esc(view.say("Check"))}</th>'
-              f'<th class="points">{esc(view.say("Points"))}</th>'
-              f'<th>{esc(view.say("Message"))}</th></tr>')
     for part in view.parts:
-        body = "\n".join(
-            f'<tr class="{"passed" if row.passed else "failed"}"><td class="mark">'
-            f'{"✓" if row.passed else "✗"}</td><td>{esc(row.name)}</td>'
-            f'<td class="points">{row.score:g} / {row.max_score:g}</td>'
-            f'<td class="message">{esc(row.message)}</td>'
-            f"</tr>" for row in part.rows)
-        blocks.append(f'<h2><code>{esc(part.stubs)}</code> <span class="points">'
-                      f'{part.score:g} / {part.max_score:g}'
-                      f"</span></h2>\n<table>\n{header}\n{body}\n</table>")
+        blocks.append(part_html(part.stubs, [(row.passed, row.name, row.score, row.max_score,
+                                              row.message) for row in part.rows], view.say))
     if view.rows:
         blocks.append(f'<p class="about">{esc(view.say(ABOUT_CHECKS))}</p>')
     body = "\n".join(blocks)

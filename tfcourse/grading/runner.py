@@ -482,22 +482,22 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
         out = Path(scratch) / "report.json"
         # from /, as given (a submission named "--skip=x.ipynb" is a path, not an option; no
         # ".." is folded away)
-        command = [sys.executable, "-m", "tfcourse.grading", str(Path.cwd() / submission),
-                   "--course", str(course.root), "--out", str(out), "--threads", str(threads)]
+        args = [str(Path.cwd() / submission), "--course", str(course.root), "--out", str(out),
+                "--threads", str(threads)]
         if within is not None:
-            command += ["--within", str(Path.cwd() / within)]
+            args += ["--within", str(Path.cwd() / within)]
         if assignment:
-            command += ["--assignment", assignment]
+            args += ["--assignment", assignment]
         if skip:
-            command += ["--skip", *skip]
+            args += ["--skip", *skip]
         if hide:
-            command += ["--hide", *map(str, hide)]
+            args += ["--hide", *map(str, hide)]
         # The grader's sandboxes go in `sandboxes`, so that they are removed even when the grader
         # is killed before it can remove them itself.
         environment = {**os.environ, SANDBOX_FOLDER: sandboxes, PARENT_VARIABLE: str(os.getpid())}
-        process = GRADERS.fork(command[3:], environment, course.root) or GRADERS.start(
-            command, cwd=course.root, env=environment, text=True, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE)
+        process = GRADERS.fork(args, environment, course.root) or GRADERS.start(
+            [sys.executable, "-m", "tfcourse.grading", *args], cwd=course.root, env=environment,
+            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             _, stderr = process.communicate(timeout=limit)
             # Only a grader that ran to its end wrote the report: after any other ending, a file

@@ -142,14 +142,18 @@ def shown_name(parts: tuple[str, ...], skip: int = 0) -> str:
     return "/".join(parts[skip:]) if parts[skip:] else (parts[-1] if parts else ".")
 
 
-def read_inside(base: Path, parts: tuple[str, ...], limit_mb: float, skip: int = 0) -> bytearray:
+def read_inside(base: Path, parts: tuple[str, ...], limit_mb: float, skip: int = 0,
+                owner: int | None = None) -> bytearray:
     """The bytes of the regular file `base/parts...`, opened as `open_inside` opens it. A file with
-    other names (hard links: it may be someone else's) or larger than `limit_mb` is refused."""
+    other names (hard links: it may be someone else's), larger than `limit_mb`, or (given an
+    `owner` uid) another account's is refused: each is checked on the file opened."""
     shown = shown_name(parts, skip)
     fd = open_inside(base, parts, "file", skip)
     try:
         info = os.fstat(fd)
         limit = int(limit_mb * 1024 * 1024)
+        if owner is not None and info.st_uid != owner:
+            raise Refused("{name} belongs to another account", {"name": shown})
         if info.st_nlink > 1:
             raise Refused("{name} has {links} names on disk (hard links); only a file of its own "
                           "is graded: copy it rather than link it",

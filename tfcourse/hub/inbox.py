@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import shutil
 import stat
 import time
 from dataclasses import dataclass
@@ -25,8 +24,10 @@ from pathlib import Path
 
 from tfcourse.course import Course
 from tfcourse.grading.results import private_folder
-from tfcourse.grading.submission import (Refused, candidates_in, file_limit_mb, open_inside,
+from tfcourse.grading.submission import (Refused, candidates_in, file_limit_mb, read_inside,
                                          strip_outputs)
+
+from .ledger import remove_tree
 
 KEY_BYTES = 200             # longer names are not nbgrader's (and "<name>.json" must fit in 255)
 # nbgrader copies the notebooks, writes timestamp.txt, then opens the folder to everyone (0777):
@@ -63,7 +64,6 @@ def check_inbound(folder: Path) -> str:
     """Why the inbound folder cannot be trusted ("" when it can): it and the course's folder above
     it must be folders (not links) of this process's account, the inbound one unreadable by
     others (nbgrader makes it 0733)."""
-    me = os.geteuid()
     for path in (folder.parent, folder):
         try:
             info = os.lstat(path)
@@ -71,10 +71,10 @@ def check_inbound(folder: Path) -> str:
             return f"{path}: {error.strerror} (nothing released yet?)"
         if not stat.S_ISDIR(info.st_mode):
             return f"{path} is not a folder"
-        if info.st_uid != me:
+        if info.st_uid != os.geteuid():
             return (f"{path} belongs to {owner_of(info)}, not to this service's account: someone "
                     f"may have replaced it (give the exchange root the sticky bit: chmod 1777)")
-    if os.lstat(folder).st_mode & 0o044:
+    if info.st_mode & 0o044:                    # the inbound folder's, the last looked at
         return f"{folder} can be listed by others: every student could read every submission"
     return ""
 
@@ -122,31 +122,6 @@ class Watcher:
         return [arrival for _, arrival in sorted(found, key=lambda item: (item[0], item[1].key))]
 
 
-def _read(base: Path, parts: tuple[str, ...], uid: int, limit_mb: float) -> bytes:
-    """A file of the submission, opened without following links; refused unless it is a file of
-    its own (one name) that `uid` owns, within the hard size limit."""
-    fd = open_inside(base, parts)
-    try:
-        info = os.fstat(fd)
-        if info.st_uid != uid:
-            raise Refused("{name} belongs to another account", {"name": parts[-1]})
-        if info.st_nlink > 1:
-            raise Refused("{name} has other names (hard links)", {"name": parts[-1]})
-        if info.st_size > limit_mb * 1048576:
-            raise Refused("{name} is larger than {limit:g} MB", {"name": parts[-1],
-                                                                  "limit": limit_mb})
-        chunks, size = [], 0
-        while chunk := os.read(fd, 1 << 20):
-            size += len(chunk)
-            if size > limit_mb * 1048576:
-                raise Refused("{name} grew past {limit:g} MB", {"name": parts[-1],
-                                                                 "limit": limit_mb})
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
 def snapshot(course: Course, arrival: Arrival, destination: Path) -> list[str]:
     """Copy the assignment's notebooks from `arrival` into `destination` (a new folder, 0700).
     A notebook larger than limits.notebook_mb is copied without its outputs, as the grader reads
@@ -154,8 +129,7 @@ def snapshot(course: Course, arrival: Arrival, destination: Path) -> list[str]:
     the notebook is missing)."""
     partial = destination.with_name(f".partial-{destination.name}")   # keys never start with .
     for old in (partial, destination):          # left by a service that stopped halfway
-        if os.path.lexists(old):
-            shutil.rmtree(old, ignore_errors=True)
+        remove_tree(old)
     private_folder(partial)
     skipped = []
     wanted = set(course.assignment(arrival.assignment).notebooks)
@@ -170,7 +144,8 @@ def snapshot(course: Course, arrival: Arrival, destination: Path) -> list[str]:
         if name not in wanted:
             continue
         try:
-            data = _read(base, notebook.parts, arrival.uid, file_limit_mb(course))
+            data = bytes(read_inside(base, notebook.parts, file_limit_mb(course), len(parts),
+                                     owner=arrival.uid))
             if len(data) > small:
                 data = strip_outputs(data)
             if len(data) > small:

@@ -15,7 +15,9 @@ import fcntl
 import json
 import math
 import os
+import shutil
 import threading
+import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -213,8 +215,6 @@ class Ledger:
     def finish(self, record: Record, results: dict, failed: bool = False,
                now: float | None = None) -> None:
         """Record `record` as graded (or failed: the grader itself failed) with its results."""
-        import time
-
         record.status = FAILED if failed else GRADED
         record.score, record.max_score = results.get("score"), results.get("max_score")
         record.graded_at = now or time.time()
@@ -226,7 +226,5 @@ class Ledger:
 
 def remove_tree(path: Path) -> None:
     """Remove a folder of the service's own (no link in it is followed)."""
-    import shutil
-
     if os.path.lexists(path):
         shutil.rmtree(path, ignore_errors=True)

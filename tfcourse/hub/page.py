@@ -14,7 +14,7 @@ import html
 from dataclasses import dataclass
 
 from tfcourse.course import Course, CourseError
-from tfcourse.grading.results import STYLE, say
+from tfcourse.grading.results import STYLE, part_html, say
 
 from .ledger import FAILED, GRADED, GRADING, LIMITED, QUEUED, REFUSED, SUPERSEDED, Record
 
@@ -91,25 +91,13 @@ def status_line(record: Record, lang: str, course: Course, position: int | None)
 
 def _tables(view: Shown, lang: str, course: Course) -> str:
     """The checks shown, a table for each part of the notebook (its stubs), as feedback.html."""
-    esc = html.escape
-    header = (f'<tr><th class="mark"></th><th class="name">{esc(say("Check", None, lang))}</th>'
-              f'<th class="points">{esc(say("Points", None, lang))}</th>'
-              f'<th>{esc(say("Message", None, lang))}</th></tr>')
-    parts: dict[str, list[dict]] = {}
+    parts: dict[str, list[tuple]] = {}
     for row in view.rows:
         stubs, _, name = row["title"].rpartition(": ")
-        parts.setdefault(stubs, []).append({**row, "name": name})
-    blocks = []
-    for stubs, rows in parts.items():
-        body = "\n".join(
-            f'<tr class="{"passed" if row["passed"] else "failed"}"><td class="mark">'
-            f'{"✓" if row["passed"] else "✗"}</td><td>{esc(row["name"])}</td>'
-            f'<td class="points">{row["score"]:g} / {row["max_score"]:g}</td>'
-            f'<td class="message">{esc(row["message"])}</td></tr>' for row in rows)
-        score, most = sum(r["score"] for r in rows), sum(r["max_score"] for r in rows)
-        blocks.append(f'<h3><code>{esc(stubs)}</code> <span class="points">{score:g} / '
-                      f'{most:g}</span></h3>\n<table>\n{header}\n{body}\n</table>')
-    return "\n".join(blocks)
+        parts.setdefault(stubs, []).append((row["passed"], name, row["score"], row["max_score"],
+                                            row["message"]))
+    return "\n".join(part_html(stubs, rows, lambda text: say(text, None, lang), "h3")
+                     for stubs, rows in parts.items())
 
 
 def submission_block(record: Record, results: dict | None, course: Course, now: float,
