@@ -10,7 +10,9 @@ length-10 sequences, exactly as the `trained.accuracy` check scores a student's 
 passes above course.yaml's threshold (99%); a seed at or below --margin (99.2%) is flagged, because
 a reference that only just clears the bar would fail some correct students on an unlucky draw.
 
-Each training run uses one torch thread; --workers runs that many seeds at once (one per core).
+Each training run uses one torch thread and the CPU kernels the student's process gets (course.yaml's
+sandbox.cpu_kernels; --kernels auto lets torch choose, for comparison); --workers runs that many
+seeds at once (one per core).
 Training is reported as wall and CPU seconds: on a shared machine the CPU seconds are the figure to
 trust (with one thread, they are what the wall time would be on an idle core).
 """
@@ -56,12 +58,15 @@ def train_and_score(seed: int, changes: dict, sequences: int, length: int) -> di
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, default=20, help="seeds 0 .. N-1 (default 20)")
+    parser.add_argument("--seeds", type=int, default=20, help="how many seeds (default 20)")
     parser.add_argument("--steps", type=int, help="training steps (default: the recipe's)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="change one entry of the notebook's RECIPE (repeatable)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--sequences", type=int, default=1000)
+    parser.add_argument("--kernels", choices=["course", "avx2", "auto"], default="course",
+                        help="torch's CPU kernels (default: course.yaml's sandbox.cpu_kernels)")
+    parser.add_argument("--first", type=int, default=0, help="the first seed (default 0)")
     parser.add_argument("--margin", type=float, default=0.992,
                         help="flag seeds at or below this accuracy")
     options = parser.parse_args()
@@ -70,16 +75,25 @@ def main() -> int:
     if options.steps:
         changes["steps"] = options.steps
 
+    from tfcourse.course import load_course
+    from tfcourse.sandbox.launch import kernel_environment
+
+    kernels = load_course(ROOT).sandbox.cpu_kernels if options.kernels == "course" \
+        else options.kernels
+    os.environ.pop("ATEN_CPU_CAPABILITY", None)
+    os.environ.update(kernel_environment(kernels))      # before torch: the workers inherit it
     import torch
     print(f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
-          f"torch {torch.__version__}; {options.workers} seeds at once, 1 thread each; "
+          f"torch {torch.__version__}, {kernels} kernels "
+          f"({os.environ.get('ATEN_CPU_CAPABILITY', 'torch chooses')}); "
+          f"{options.workers} seeds at once, 1 thread each; "
           f"load average {os.getloadavg()[0]:.1f}")
     print(f"recipe: {'the course recipe' if not changes else changes}; "
           f"{options.sequences} fresh length-10 sequences per seed")
     started = time.perf_counter()
     with ProcessPoolExecutor(options.workers, mp_context=get_context("spawn")) as pool:
         futures = [pool.submit(train_and_score, seed, changes, options.sequences, 10)
-                   for seed in range(options.seeds)]
+                   for seed in range(options.first, options.first + options.seeds)]
         rows = []
         print(f"{'seed':>4}  {'accuracy':>8}  {'wall s':>6}  {'cpu s':>6}  {'final loss':>10}")
         for future in futures:

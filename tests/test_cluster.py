@@ -216,6 +216,14 @@ def test_a_workers_answer_is_checked_before_it_becomes_a_report():
         cluster.read_answer(json.dumps({"refused": "another course"}))
 
 
+def test_the_fingerprint_holds_python_and_torch(course, monkeypatch):
+    """A torch upgrade changes a trained model's floats: results are graded again, and a worker
+    with another torch refuses."""
+    before = runner.grader_version(course)
+    monkeypatch.setattr(runner, "runtime_versions", lambda: "Python 3.11.7, torch 9.9")
+    assert runner.grader_version(course) != before
+
+
 def test_a_worker_with_another_course_or_none_refuses(course, tmp_path, monkeypatch):
     student(tmp_path / "alice")
     payload = {"submission": cluster.pack(course, tmp_path / "alice", None, None),
@@ -224,6 +232,10 @@ def test_a_worker_with_another_course_or_none_refuses(course, tmp_path, monkeypa
     refused = json.loads(cluster.grade_task(payload))["refused"]
     assert "another course or tfcourse" in refused and "0" * 16 in refused
     assert runner.grader_version(course) in refused
+    assert "it has Python" not in refused           # the same Python and torch: not named
+    payload["runtime"] = "Python 3.0.0, torch 0.1"      # a client with others: both are named
+    refused = json.loads(cluster.grade_task(payload))["refused"]
+    assert f"it has {runner.runtime_versions()}, the client Python 3.0.0, torch 0.1" in refused
     monkeypatch.setenv(cluster.COURSE_VARIABLE, str(tmp_path))
     refused = json.loads(cluster.grade_task(payload))["refused"]
     assert "course.yaml" in refused and cluster.COURSE_VARIABLE in refused

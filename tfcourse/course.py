@@ -258,6 +258,7 @@ class Limits:
 
 
 IsolationMode = Literal["auto", "bwrap", "process"]
+CpuKernels = Literal["avx2", "auto"]
 AcceptWeaker = Literal[False, "process", "same-user"]
 
 
@@ -270,6 +271,7 @@ class SandboxSettings:
     user: str = setting("nobody")                # when grading as root, student code runs as it
     gpu: bool = setting(False)                   # student code may use the machine's GPUs
     threads: int = setting(1, low=1)             # torch threads of the student's process
+    cpu_kernels: CpuKernels = setting("avx2")    # torch's CPU kernels there (launch.py says why)
 
 
 @dataclass(frozen=True)

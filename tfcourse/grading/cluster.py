@@ -210,7 +210,7 @@ def grade_task(payload: dict) -> str:
     """A Dask task: grade one packed submission on this worker. JSON text: {"report": ...,
     "seconds", "worker", "isolation"}, or {"refused": why} when this worker cannot grade for
     this client (no course folder, or not the same one)."""
-    from .runner import failure_report, grade_in_child, grader_version
+    from .runner import failure_report, grade_in_child, grader_version, runtime_versions
 
     started, host = time.monotonic(), socket.gethostname()
     try:
@@ -220,10 +220,12 @@ def grade_task(payload: dict) -> str:
         return json.dumps({"refused": f"worker {host}: {error} (set {COURSE_VARIABLE} to the "
                                       f"course folder where the workers start)"})
     if version != payload["version"]:
+        here, theirs = runtime_versions(), payload.get("runtime", "")
+        versions = (f"; it has {here}, the client {theirs}" if theirs and theirs != here else "")
         return json.dumps({"refused": (
             f"worker {host} grades with another course or tfcourse ({course.root}: grader "
-            f"fingerprint {version}, not the client's {payload['version']}): give every worker "
-            f"the same course folder and tfcourse version as this machine")})
+            f"fingerprint {version}, not the client's {payload['version']}{versions}): give "
+            f"every worker the same course folder, tfcourse, Python and torch as this machine")})
     refusal = without_bubblewrap(course.root, host)
     if refusal:
         return json.dumps({"refused": refusal})
@@ -400,8 +402,9 @@ def run_on_cluster(address: str, batch: Batch, outcomes: list, bar) -> None:
         return
     from distributed import as_completed
 
-    from .runner import failure_report, printable
+    from .runner import failure_report, printable, runtime_versions
 
+    runtime = runtime_versions()
     client, said = connect(address), set()
     waiting, pending, running = iter(batch.todo), as_completed(loop=client.loop), {}
 
@@ -429,8 +432,9 @@ def run_on_cluster(address: str, batch: Batch, outcomes: list, bar) -> None:
                                            f"the submission could not be read: {error}",
                                            item.within), 0.0)
                 continue
-            payload = {"submission": packed, "version": batch.version, "threads": batch.threads,
-                       "assignment": batch.assignment, "skip": list(batch.skip)}
+            payload = {"submission": packed, "version": batch.version, "runtime": runtime,
+                       "threads": batch.threads, "assignment": batch.assignment,
+                       "skip": list(batch.skip)}
             future = client.submit(TASK, payload, key=f"tfcourse-grade-{entry[2]}-"
                                    f"{uuid.uuid4().hex[:8]}", pure=False, retries=1)
             running[future] = entry

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -311,10 +312,21 @@ def _unique(found: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
 ENGINE = Path(__file__).resolve().parents[1]          # the installed tfcourse package
 
 
+def runtime_versions() -> str:
+    """The Python and torch that grade, in words: a trained model's floats depend on both."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        torch = version("torch")
+    except PackageNotFoundError:
+        torch = "none"
+    return f"Python {platform.python_version()}, torch {torch}"
+
+
 def grader_version(course: Course) -> str:
     """What grading depends on besides the submission: the course's graders, sources and
-    course.yaml, and the engine's code."""
+    course.yaml, the engine's code, and the Python and torch versions."""
     digest = hashlib.sha256()
+    digest.update(runtime_versions().encode())
     folders = [("course", course.root, name) for name in GRADER_FILES]
     folders += [("engine", ENGINE, name) for name in ENGINE_FILES]
     for label, base, name in folders:
