@@ -84,9 +84,9 @@ def kernel_environment(cpu_kernels: str) -> dict[str, str]:
     "avx2" asks ATen for its AVX2 kernels on a CPU that also has AVX-512. On such a CPU, torch
     2.13's AVX-512 softmax over a last dimension of 10 (every attention of the sorting model) took
     570 us against 77 us with AVX2, and a training step of the course's recipe 19 ms against 12
-    (bench/README.md). It also makes AVX2 and AVX-512 hosts run the same kernels. ATen does not
-    check that the CPU has what it is asked for, so the variable is only set where /proc/cpuinfo
-    lists avx2 and fma; elsewhere (ARM, old x86), and with "auto", torch chooses as usual."""
+    (bench/README.md). It also makes AVX2 and AVX-512 hosts run the same ATen kernels (MKL still
+    picks its own). ATen is not relied on to check that the CPU has what it is asked for, so the
+    variable is only set where /proc/cpuinfo lists avx2 and fma; elsewhere (ARM, old x86), and with "auto", torch chooses as usual."""
     if cpu_kernels == "avx2" and {"avx2", "fma"} <= cpu_flags():
         return {"ATEN_CPU_CAPABILITY": "avx2"}
     return {}
