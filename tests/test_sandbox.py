@@ -319,10 +319,10 @@ def test_gpus_are_hidden_unless_asked_for():
         sandbox.close()
 
 
-# -- weaker isolation ------------------------------------------------------------------------------
 def test_student_code_gets_avx2_kernels_where_the_cpu_has_them(monkeypatch):
-    """sandbox.cpu_kernels: avx2 asks torch for its AVX2 kernels, only on a CPU that has AVX2 (ATen
-    does not check, and would stop on an illegal instruction); auto leaves torch to choose."""
+    """sandbox.cpu_kernels: avx2 asks torch for its AVX2 kernels, only on a CPU that has AVX2
+    (ATen is not relied on to check: an illegal instruction would stop it); auto leaves torch to
+    choose."""
     monkeypatch.setattr(launch, "cpu_flags", lambda: {"sse2", "avx2", "fma", "avx512f"})
     assert launch.kernel_environment("avx2") == {"ATEN_CPU_CAPABILITY": "avx2"}
     assert launch.kernel_environment("auto") == {}
@@ -349,15 +349,18 @@ def test_the_course_sets_the_student_process_kernels(course):
 @pytest.mark.skipif(not {"avx2", "fma"} <= launch.cpu_flags(), reason="no AVX2 on this CPU")
 @pytest.mark.parametrize("mode", MODES)
 def test_student_torch_runs_the_kernels_asked_for(mode):
+    import torch
+
     source = code("""
         import json, torch
         raise RuntimeError(json.dumps(torch.backends.cpu.get_cpu_capability()))
     """)
     assert reported(run_cells(source, **mode, cpu_kernels="avx2"), "1") == "AVX2"
     assert reported(run_cells(source, **mode, cpu_kernels="auto"), "1") == \
-        __import__("torch").backends.cpu.get_cpu_capability()
+        torch.backends.cpu.get_cpu_capability()
 
 
+# -- weaker isolation ------------------------------------------------------------------------------
 def test_weaker_isolation_is_refused_unless_accepted():
     refused = choose_isolation(SandboxConfig(isolation="process"))
     assert refused.refusal and "sandbox.accept_weaker: process" in refused.refusal

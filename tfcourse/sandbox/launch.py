@@ -67,15 +67,17 @@ NPROC_TRAMPOLINE = ("import os, resource, sys; n = int(sys.argv[1]); "
                     "os.execv(sys.argv[2], sys.argv[2:])")
 
 
-def cpu_flags() -> set[str]:
-    """The CPU's feature flags, from /proc/cpuinfo (empty where it cannot be read)."""
+@functools.cache
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags, from /proc/cpuinfo (empty where it cannot be read); read once, not
+    for every student."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("flags"):
-                return set(line.partition(":")[2].split())
+                return frozenset(line.partition(":")[2].split())
     except OSError:
         pass
-    return set()
+    return frozenset()
 
 
 def kernel_environment(cpu_kernels: str) -> dict[str, str]:
