@@ -10,9 +10,9 @@ length-10 sequences, exactly as the `trained.accuracy` check scores a student's 
 passes above course.yaml's threshold (99%); a seed at or below --margin (99.2%) is flagged, because
 a reference that only just clears the bar would fail some correct students on an unlucky draw.
 
-Each training run uses one torch thread and the CPU kernels the student's process gets (course.yaml's
-sandbox.cpu_kernels; --kernels auto lets torch choose, for comparison); --workers runs that many
-seeds at once (one per core).
+Each training run uses one torch thread and the CPU kernels the student's process gets
+(course.yaml's sandbox.cpu_kernels; --kernels auto lets torch choose, for comparison); --workers
+runs that many seeds at once (one per core).
 Training is reported as wall and CPU seconds: on a shared machine the CPU seconds are the figure to
 trust (with one thread, they are what the wall time would be on an idle core).
 """

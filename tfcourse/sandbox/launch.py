@@ -88,7 +88,8 @@ def kernel_environment(cpu_kernels: str) -> dict[str, str]:
     570 us against 77 us with AVX2, and a training step of the course's recipe 19 ms against 12
     (bench/README.md). It also makes AVX2 and AVX-512 hosts run the same ATen kernels (MKL still
     picks its own). ATen is not relied on to check that the CPU has what it is asked for, so the
-    variable is only set where /proc/cpuinfo lists avx2 and fma; elsewhere (ARM, old x86), and with "auto", torch chooses as usual."""
+    variable is only set where /proc/cpuinfo lists avx2 and fma; elsewhere (ARM, old x86), and
+    with "auto", torch chooses as usual."""
     if cpu_kernels == "avx2" and {"avx2", "fma"} <= cpu_flags():
         return {"ATEN_CPU_CAPABILITY": "avx2"}
     return {}
@@ -441,7 +442,8 @@ class Sandbox:
                        "HOME": str(self.work_inside), "TMPDIR": str(self.work_inside / "tmp"),
                        "LANG": "C.UTF-8", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": threads,
                        "MKL_NUM_THREADS": threads, "PYTHONHASHSEED": "0",
-                       "PYTHONDONTWRITEBYTECODE": "1", **kernel_environment(self.config.cpu_kernels)}
+                       "PYTHONDONTWRITEBYTECODE": "1",
+                       **kernel_environment(self.config.cpu_kernels)}
         if not self.config.gpu:
             environment["CUDA_VISIBLE_DEVICES"] = ""      # and bwrap shows no GPU device
         elif "CUDA_VISIBLE_DEVICES" in os.environ:
