@@ -1,9 +1,10 @@
 """Grading here against grading on a Dask cluster, through the `tfcourse grade` command.
 
     .venv/bin/python bench/cluster.py [--submissions 6] [--workers 2] [--repeat 1]
+                                      [--assignments 01-attention 02-layers 03-sorting]
 
-Grades the same submissions (copies of the 01-attention solution, each a student's folder) with
-`tfcourse grade --jobs W`, then with `--scheduler` on a Dask cluster started here: a `dask
+For each assignment, grades the same submissions (copies of its solution, each a student's folder)
+with `tfcourse grade --jobs W`, then with `--scheduler` on a Dask cluster started here: a `dask
 scheduler` and W `dask worker`s (a nanny each, one thread each, TFCOURSE_COURSE set), as an
 instructor would run them on other machines. Every run grades from scratch (--force into a new
 folder), and the scores of both must be equal.
@@ -31,6 +32,7 @@ from proctree import ROOT, Usage, cpu_seconds
 from tfcourse.sandbox.launch import descendants
 
 BIN = Path(sys.executable).parent
+ASSIGNMENTS = ("01-attention", "02-layers", "03-sorting")
 
 
 def tree(roots: list[int]) -> list[int]:
@@ -104,38 +106,43 @@ def grade(submissions: Path, scratch: Path, options: list[str], roots: list[int]
     return usage, scores
 
 
+def compare(assignment: str, options, cluster: Cluster, scratch: Path) -> None:
+    """One assignment's submissions graded here and on the cluster: a table, and the scores."""
+    submissions = scratch / assignment
+    for index in range(options.submissions):
+        shutil.copytree(ROOT / "solutions" / assignment, submissions / f"student{index + 1}")
+    cases = {f"here, --jobs {options.workers}": ["--jobs", str(options.workers)],
+             f"dask, {options.workers} workers": ["--scheduler", cluster.address]}
+    print(f"\n{options.submissions} submissions of {assignment}")
+    print(f"{'':22}  {'wall s':>6}  {'cpu s':>6}  {'cpu s each':>10}  {'submissions/cpu s':>17}")
+    found = {}
+    for title, arguments in cases.items():
+        roots = [] if "--jobs" in arguments else [p.pid for p in cluster.processes]
+        runs = [grade(submissions, scratch, arguments, roots) for _ in range(options.repeat)]
+        usage, scores = min(runs, key=lambda run: run[0].wall)
+        found[title] = scores
+        print(f"{title:22}  {usage.wall:6.1f}  {usage.cpu:6.1f}  "
+              f"{usage.cpu / options.submissions:10.2f}  {options.submissions / usage.cpu:17.3f}")
+    first, second = found.values()
+    print("scores: " + ("equal" if first == second else f"DIFFER: {first} {second}"))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--submissions", type=int, default=6)
     parser.add_argument("--workers", type=int, default=2, help="workers, and --jobs here")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each case; the best counts")
+    parser.add_argument("--assignments", nargs="+", default=list(ASSIGNMENTS), choices=ASSIGNMENTS)
     options = parser.parse_args()
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
     with tempfile.TemporaryDirectory(prefix="tfbench-") as folder:
         scratch = Path(folder)
-        submissions = scratch / "class"
-        for index in range(options.submissions):
-            shutil.copytree(ROOT / "solutions" / "01-attention",
-                            submissions / f"student{index + 1}")
         cluster = Cluster(options.workers, scratch / "workers")
         try:
             print(f"cluster start: {cluster.start_wall:.1f} s wall, {cluster.start_cpu:.1f} s cpu "
                   f"(a scheduler and {options.workers} workers, paid once)")
-            cases = {f"here, --jobs {options.workers}": ["--jobs", str(options.workers)],
-                     f"dask, {options.workers} workers": ["--scheduler", cluster.address]}
-            print(f"\n{options.submissions} submissions of 01-attention")
-            print(f"{'':22}  {'wall s':>6}  {'cpu s':>6}  {'submissions/cpu s':>17}")
-            found = {}
-            for title, arguments in cases.items():
-                roots = [] if "--jobs" in arguments else [p.pid for p in cluster.processes]
-                runs = [grade(submissions, scratch, arguments, roots)
-                        for _ in range(options.repeat)]
-                usage, scores = min(runs, key=lambda run: run[0].wall)
-                found[title] = scores
-                print(f"{title:22}  {usage.wall:6.1f}  {usage.cpu:6.1f}  "
-                      f"{options.submissions / usage.cpu:17.3f}")
-            first, second = found.values()
-            print("scores: " + ("equal" if first == second else f"DIFFER: {first} {second}"))
+            for assignment in options.assignments:
+                compare(assignment, options, cluster, scratch)
         finally:
             cluster.close()
     print(f"load average {os.getloadavg()[0]:.1f} at the end")

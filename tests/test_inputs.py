@@ -377,7 +377,7 @@ def test_a_grader_that_fails_on_deep_code_still_lists_every_check(tmp_path, monk
         import ast
         ast.parse(NESTED)
 
-    monkeypatch.setattr(grader, "Sandbox", NoSandbox)
+    monkeypatch.setattr(grader, "open_sandbox", NoSandbox)
     monkeypatch.setattr(tfcourse.grading.grade, "grade_submission", parse)
     options = argparse.Namespace(submission=student(tmp_path / "alice"), course=ROOT,
                                  out=tmp_path / "report.json", within=None, assignment=None,

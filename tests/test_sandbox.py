@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, survivors
+from conftest import ROOT, survivors, zygote_for_sandbox
 
 from tfcourse.sandbox import binds, launch
 from tfcourse.sandbox import limits as measure
@@ -34,8 +34,15 @@ ROOT_ONLY = os.geteuid() == 0
 needs_bwrap = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap cannot run here")
 # Process mode here: the venv is root's (under /root), so student code runs as the grader's user.
 PROCESS = {"isolation": "process", "accept_weaker": "same-user"}
+needs_zygote = pytest.mark.skipif(not (bwrap_works() and ROOT_ONLY),
+                                  reason="students' processes are forked from a zygote only in "
+                                         "bubblewrap as root")
+# "forked": the student's process forked from a zygote (sandbox/forked.py), as graders get it
 MODES = [pytest.param({"isolation": "bwrap"}, id="bwrap", marks=needs_bwrap),
+         pytest.param({"isolation": "bwrap", "forked": True}, id="forked", marks=needs_zygote),
          pytest.param(PROCESS, id="process")]
+# What a forked student's process sees as PID 1: the zygote's command line (bwrap's otherwise).
+FORKED_CHECK = "raise RuntimeError(open('/proc/1/cmdline').read())"
 
 
 def machine_has_cgroups() -> bool:
@@ -60,15 +67,23 @@ def code(text: str) -> str:
     return textwrap.dedent(text).replace("TOKEN", TOKEN).strip() + "\n"
 
 
-def run_cells(*sources: str, **config) -> StudentSession:
-    """Run `sources` as cells 1, 2, ... in a fresh sandbox; the session, closed."""
+def run_cells(*sources: str, forked: bool = False, **config) -> StudentSession:
+    """Run `sources` as cells 1, 2, ... in a fresh sandbox; the session, closed. `forked`: each
+    student's process is forked from a zygote started for this sandbox (and the last cell checks
+    that it was)."""
     cells = [Cell(str(number), source) for number, source in enumerate(sources, 1)]
-    session = StudentSession(cells, SandboxConfig(**{**SMALL, **config}), [], 20,
-                             time.monotonic() + 120)
-    try:
-        session.start()
-    finally:
-        session.close()
+    sandbox_config = SandboxConfig(**{**SMALL, **config})
+    if forked:
+        cells.append(Cell("forked", FORKED_CHECK))
+    session = StudentSession(cells, sandbox_config, [], 20, time.monotonic() + 120)
+    with zygote_for_sandbox(sandbox_config, forked):
+        try:
+            session.start()
+        finally:
+            session.close()
+    if forked:
+        outcome = next(o for o in session.outcomes if o.label == "forked")
+        assert "zygote.py" in outcome.error["message"], outcome
     return session
 
 
@@ -411,7 +426,9 @@ from tfcourse.sandbox.session import StudentSession
 from tfcourse.sandbox.launch import SandboxConfig
 from tfcourse.grading.submission import Cell
 set_subreaper()
-session = StudentSession([Cell("1", {cell!r})], SandboxConfig(**{config!r}), [], 20,
+config = {config!r}
+config.pop("forked", None)          # a zygote of the test's, named in TFCOURSE_ZYGOTE, if any
+session = StudentSession([Cell("1", {cell!r})], SandboxConfig(**config), [], 20,
                          time.monotonic() + 120)
 session.start()
 cgroup = session._sandbox.cgroup
@@ -426,11 +443,27 @@ time.sleep(120)
 def test_nothing_outlives_a_grader_killed_by_sigkill(mode, tmp_path):
     """Student daemons (double fork, new session, SIGTERM ignored) die with a grader killed by
     SIGKILL, and the sandbox's cgroup and folder are removed."""
-    script = GRADER.format(root=str(ROOT), cell=DAEMONS, config={**SMALL, **mode})
+    config = {**SMALL, **mode}
+    script = GRADER.format(root=str(ROOT), cell=DAEMONS, config=config)
     sandboxes = tmp_path / "sandboxes"            # as the runner does: its grader leaves them
     sandboxes.mkdir(mode=0o711)
-    grader = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, launch.SANDBOX_FOLDER: str(sandboxes)})
+    plain = SandboxConfig(**{k: v for k, v in config.items() if k != "forked"})
+    with zygote_for_sandbox(plain, "forked" in config) as zygote:
+        kept = [zygote.control.fileno()] if zygote else []
+        grader = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                                  text=True, pass_fds=kept,
+                                  env={**os.environ, launch.SANDBOX_FOLDER: str(sandboxes)})
+        _wait_for_the_daemons_then_kill(grader)
+        deadline = time.monotonic() + 10
+        folders = grader.folders
+        while (survivors(TOKEN) or any(Path(f).exists() for f in folders)) and \
+                time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert survivors(TOKEN) == []
+        assert [f for f in folders if Path(f).exists()] == []
+
+
+def _wait_for_the_daemons_then_kill(grader) -> None:
     try:
         folders = json.loads(grader.stdout.readline())
         started = time.monotonic()
@@ -442,12 +475,7 @@ def test_nothing_outlives_a_grader_killed_by_sigkill(mode, tmp_path):
     finally:
         grader.kill()
         grader.wait()
-    deadline = time.monotonic() + 10
-    while (survivors(TOKEN) or any(Path(f).exists() for f in folders)) and \
-            time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert survivors(TOKEN) == []
-    assert [f for f in folders if Path(f).exists()] == []
+    grader.folders = folders
 
 
 @pytest.mark.slow

@@ -22,11 +22,12 @@ from tfcourse.course import load_course
 from .reference import helper_files
 from .report import Note, SubmissionReport
 from .results import finite
-from ..sandbox.launch import Sandbox, SandboxConfig, set_subreaper
+from ..sandbox.forked import open_sandbox
+from ..sandbox.launch import SandboxConfig, set_subreaper
 from .submission import KIND_WORDS, find_notebooks, kind_inside, split_submission
 
 PR_SET_PDEATHSIG = 1
-PARENT_VARIABLE = "TFCOURSE_GRADER_PARENT"      # runner.PARENT_VARIABLE
+PARENT_VARIABLE = "TFCOURSE_GRADER_PARENT"      # set by the runner and the fork server
 
 
 def die_with_parent() -> None:
@@ -80,7 +81,7 @@ def grade(options) -> dict:
             config = SandboxConfig.from_course(course, helper_files(course, assignment_id),
                                                options.threads,
                                                [options.submission, *options.hide])
-            sandbox = Sandbox(config)
+            sandbox = open_sandbox(config)
             sandbox.start()
         from .grade import grade_submission          # the graders load while the sandbox starts
 

@@ -58,7 +58,7 @@ def serve(channel: socket.socket) -> None:
     ended = None                                    # the last grader, ended, not yet reaped
     while True:
         try:
-            message, fds, _, _ = socket.recv_fds(channel, 64, 2)
+            message, fds, _, _ = socket.recv_fds(channel, 64, 8)
         except OSError:
             return
         if ended is not None:                       # "reap", or the runner went on: reap it
@@ -81,7 +81,7 @@ def serve(channel: socket.socket) -> None:
         pid = os.fork()
         if pid == 0:
             os.close(ready_read)
-            _child(request, fds[1], ready_write, me, channel)          # never returns
+            _child(request, fds[1], ready_write, me, channel, fds[2:])    # never returns
         os.close(ready_write)
         for fd in fds:
             os.close(fd)
@@ -94,8 +94,11 @@ def serve(channel: socket.socket) -> None:
         ended = pid
 
 
-def _child(request: dict, stderr: int, ready: int, server: int, channel: socket.socket) -> None:
-    """Become the grader of `request`: its own session, stderr, folder and environment."""
+def _child(request: dict, stderr: int, ready: int, server: int, channel: socket.socket,
+           kept: list[int]) -> None:
+    """Become the grader of `request`: its own session, stderr, folder and environment, and the
+    descriptors the runner handed on (`kept`, each named by a variable "FD:..." of the request's
+    environment, which now names the descriptor as this process has it)."""
     code = 1
     try:
         channel.close()
@@ -113,6 +116,8 @@ def _child(request: dict, stderr: int, ready: int, server: int, channel: socket.
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        for name, fd in zip(request.get("kept", []), kept):
+            os.environ[name] = f"{fd}:{os.environ.get(name, '').partition(':')[2]}"
         # dies with the server (its pid taken before the fork: were the server gone already,
         # getppid would name whoever adopted us, and die_with_parent would end us at once)
         os.environ[PARENT_VARIABLE] = str(server)
@@ -233,15 +238,19 @@ class ForkServer:
             if number is None or reply.get("id") == number:
                 return reply
 
-    def spawn(self, args: list[str], env: dict, cwd: Path, module: str = GRADER) -> ForkedGrader:
+    def spawn(self, args: list[str], env: dict, cwd: Path, module: str = GRADER,
+              kept: dict[str, int] | None = None) -> ForkedGrader:
+        """Fork a grader; `kept`: descriptors it inherits, by the variable that names each."""
         self.requests += 1
         number = self.requests
+        kept = kept or {}
         read, write = os.pipe()
         try:
             request = _memfd(json.dumps({"id": number, "args": args, "env": env,
-                                         "cwd": str(cwd), "module": module}).encode())
+                                         "cwd": str(cwd), "module": module,
+                                         "kept": list(kept)}).encode())
             try:
-                socket.send_fds(self.channel, [b"grade"], [request, write])
+                socket.send_fds(self.channel, [b"grade"], [request, write, *kept.values()])
             except OSError as error:
                 self.close()
                 raise ServerGone(f"the fork server ended ({error})") from None
@@ -286,7 +295,8 @@ def enabled() -> bool:
     return os.environ.get(SWITCH, "1") != "0"
 
 
-def spawn(args: list[str], env: dict, cwd: Path) -> ForkedGrader:
+def spawn(args: list[str], env: dict, cwd: Path, kept: dict[str, int] | None = None
+          ) -> ForkedGrader:
     """A grader for `args` (the command line of `python -m tfcourse.grading`), forked by this
     thread's server for `cwd` (started on first use). Raises ServerGone when no server works."""
     servers = getattr(_SERVERS, "by_folder", None)
@@ -302,7 +312,7 @@ def spawn(args: list[str], env: dict, cwd: Path) -> ForkedGrader:
         if server is None or server.process.poll() is not None:
             server = servers[key] = ForkServer(Path(cwd), env)
         try:
-            return server.spawn(args, env, cwd)
+            return server.spawn(args, env, cwd, kept=kept)
         except ServerGone:
             servers.pop(key, None)
             if attempt:

@@ -28,8 +28,10 @@ from pathlib import Path
 from tfcourse.course import Course, CourseError
 from tfcourse.source import groups_by_notebook
 
+from .__main__ import PARENT_VARIABLE     # the runner's pid, for its graders: each dies with it
 from .report import Note, NotebookReport, SubmissionReport, TestResult
 from .results import private_folder, write_results
+from ..sandbox import forked
 from ..sandbox.launch import SANDBOX_FOLDER
 from .submission import (KIND_WORDS, Entry, Refused, find_notebooks, is_notebook_name,
                          kind_inside, listing, open_inside, root_kind, split_submission)
@@ -37,8 +39,6 @@ from .submission import (KIND_WORDS, Entry, Refused, find_notebooks, is_notebook
 GRADER_FILES = ("autograder", "source", "course.yaml")
 ENGINE_FILES = ("grading", "sandbox", "student", "course.py", "notebook.py", "source.py", "i18n.py",
                 "locale")
-# The runner's pid, for its grader processes: each dies with it (see tfcourse/grading/__main__.py).
-PARENT_VARIABLE = "TFCOURSE_GRADER_PARENT"
 HASH_LIMIT = 256 << 20          # a notebook larger than this is fingerprinted by size and time,
 HASH_BUDGET = 1 << 30           # and so are those beyond this much read for one submission
 
@@ -421,7 +421,7 @@ class _Graders:
             self._running.add(process)
             return process
 
-    def fork(self, args: list[str], env: dict, cwd: Path):
+    def fork(self, args: list[str], env: dict, cwd: Path, kept: dict[str, int] | None = None):
         """A grader forked by this thread's fork server (forkserver.py), or None where there is
         none (turned off, or it cannot start): then `start` runs a fresh interpreter."""
         from . import forkserver
@@ -431,7 +431,7 @@ class _Graders:
         if self.stopping:
             raise Interrupted(0)
         try:
-            process = forkserver.spawn(args, env, cwd)
+            process = forkserver.spawn(args, env, cwd, kept)
         except Exception:                   # no server: a fresh interpreter grades instead
             return None
         with self._lock:
@@ -507,9 +507,16 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
         # The grader's sandboxes go in `sandboxes`, so that they are removed even when the grader
         # is killed before it can remove them itself.
         environment = {**os.environ, SANDBOX_FOLDER: sandboxes, PARENT_VARIABLE: str(os.getpid())}
-        process = GRADERS.fork(args, environment, course.root) or GRADERS.start(
+        # This thread's zygote, which forks the students' processes with torch imported
+        # (sandbox/forked.py), where this machine allows one.
+        zygote, kept = forked.zygote_for(course, threads), {}
+        environment.pop(forked.ZYGOTE_VARIABLE, None)
+        if zygote is not None:
+            kept = {forked.ZYGOTE_VARIABLE: zygote.control.fileno()}
+            environment[forked.ZYGOTE_VARIABLE] = f"{zygote.control.fileno()}:{zygote.key}"
+        process = GRADERS.fork(args, environment, course.root, kept) or GRADERS.start(
             [sys.executable, "-m", "tfcourse.grading", *args], cwd=course.root, env=environment,
-            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=list(kept.values()))
         try:
             _, stderr = process.communicate(timeout=limit)
             # Only a grader that ran to its end wrote the report: after any other ending, a file
@@ -707,6 +714,7 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
                 run_on_cluster(scheduler, Batch(course, todo, version, assignment, threads,
                                                 list(skip), record), outcomes, bar)
     finally:
+        forked.close_all()                   # the zygotes of this batch's threads
         if bar:
             bar.close()
     order = {item.name: index for index, item in enumerate(found.submissions)}

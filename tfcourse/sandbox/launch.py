@@ -490,11 +490,15 @@ class Sandbox:
         except BrokenPipeError:              # the keeper could not start: the session says so
             pass
         self.fd_in, self.fd_out = to_child_w, from_child_r
+        self._begin_watching()
+        return to_child_w, from_child_r
+
+    def _begin_watching(self) -> None:
+        """Collect the student's output and watch its limits, once its process is started."""
         self._stop.clear()
         threading.Thread(target=self._drain, daemon=True).start()
         self._watchdog = threading.Thread(target=self._watch, daemon=True)
         self._watchdog.start()
-        return to_child_w, from_child_r
 
     def _keeper_spec(self, fd_in: int, fd_out: int) -> dict:
         """What the keeper is told: the command, its folder, limits, user and cgroup, and the file

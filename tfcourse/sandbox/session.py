@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import channel
+from .forked import open_sandbox
 from .launch import Sandbox, SandboxConfig
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ class StudentSession:
             self._sandbox, self.prestarted = self.prestarted, None
             self._fd_in, self._fd_out = self._sandbox.fd_in, self._sandbox.fd_out
         else:
-            self._sandbox = Sandbox(self.config)
+            self._sandbox = open_sandbox(self.config)
             self._fd_in, self._fd_out = self._sandbox.start()
         self.warning = self._sandbox.warning
         if self._sandbox.refusal:            # this machine cannot isolate student code enough

@@ -1,0 +1,148 @@
+"""Students' processes forked from a zygote (tfcourse/sandbox/forked.py, zygote.py): each is a
+fresh process in fresh namespaces, nothing one student does reaches the next, and the grader falls
+back to a fresh sandbox whenever the zygote cannot serve.
+
+The limits (memory, processes, disk) and the grader's death are tested for forked processes with
+every other mode, in test_sandbox.py ("forked").
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+import uuid
+
+import pytest
+
+from conftest import survivors, zygote_for_sandbox
+
+from tfcourse.sandbox import forked
+from tfcourse.sandbox.launch import SandboxConfig, bwrap_works
+from tfcourse.sandbox.session import StudentSession
+from tfcourse.grading.submission import Cell
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not (bwrap_works() and os.geteuid() == 0),
+                                 reason="students' processes are forked only in bubblewrap, "
+                                        "as root")]
+TOKEN = f"tfzygote{uuid.uuid4().hex[:10]}"
+CONFIG = {"memory_mb": 768, "disk_mb": 64, "processes": 32, "isolation": "bwrap"}
+
+# A student who leaves everything she can behind: files, a changed torch, a module's state,
+# environment, a daemon, an abstract socket, a random sequence.
+LEAVES = f"""
+import os, socket, subprocess, sys, random, torch, channel
+open("/sandbox/work/left.txt", "w").write("x")
+open("/tmp/left.txt", "w").write("x")
+torch.matmul = lambda *a: "hijacked"
+torch.left_behind = True
+channel.left_behind = True
+os.environ["LEFT_BEHIND"] = "1"
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "{TOKEN}"],
+                 start_new_session=True)
+listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+listener.bind("\\0{TOKEN}")
+listener.listen()
+random.seed(1)
+"""
+# The next student: what she finds.
+FINDS = f"""
+import json, os, random, socket, sys, torch, channel
+def status():
+    return dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines()
+                if ":" in line)
+def reachable():
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect("\\0{TOKEN}")
+        return True
+    except OSError:
+        return False
+seen = status()
+processes = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+raise RuntimeError(json.dumps({{
+    "files": [p for p in ("/sandbox/work/left.txt", "/tmp/left.txt") if os.path.exists(p)],
+    "listing": sorted(os.listdir("/sandbox/work")),
+    "torch": [torch.matmul(torch.ones(1, 1), torch.ones(1, 1)) == "hijacked",
+              hasattr(torch, "left_behind")],
+    "channel": hasattr(channel, "left_behind"),
+    "environment": "LEFT_BEHIND" in os.environ,
+    "socket": reachable(),
+    "processes": processes, "pid": os.getpid(),
+    "daemon": [p for p in processes
+               if "{TOKEN}" in open(f"/proc/{{p}}/cmdline").read()],
+    "random": random.random(),
+    "uid": os.getuid(), "gid": os.getgid(),
+    "capabilities": [seen[name].strip() for name in
+                     ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")],
+    "no_new_privs": seen["NoNewPrivs"].strip(),
+    "init": open("/proc/1/cmdline").read(),
+    "main": sys.modules["__main__"].__file__,
+}}))
+"""
+
+
+def run(*sources: str) -> StudentSession:
+    cells = [Cell(str(number), source) for number, source in enumerate(sources, 1)]
+    session = StudentSession(cells, SandboxConfig(**CONFIG), [], 60, time.monotonic() + 120)
+    try:
+        session.start()
+    finally:
+        session.close()
+    return session
+
+
+def reported(session: StudentSession) -> dict:
+    outcome = session.outcomes[-1]
+    assert outcome.error and outcome.error["type"] == "RuntimeError", outcome
+    return json.loads(outcome.error["message"])
+
+
+def test_no_state_crosses_from_one_student_to_the_next():
+    with zygote_for_sandbox(SandboxConfig(**CONFIG)):
+        first = reported(run(LEAVES, FINDS))             # what she sees of her own doings
+        second = reported(run(FINDS))
+        third = reported(run(FINDS))
+    assert first["files"] and first["socket"] and first["daemon"] and first["environment"]
+    assert second["files"] == [] and second["listing"] == ["tmp"]
+    assert first["torch"] == [True, True] and first["channel"]
+    assert second["torch"] == [False, False] and not second["channel"]
+    assert not second["environment"] and not second["socket"]
+    assert second["daemon"] == [] and second["pid"] == 2 and second["processes"] == [1, 2]
+    assert second["random"] != third["random"]           # each seeded afresh, not the zygote's
+    assert (second["uid"], second["gid"]) == (65534, 65534)
+    assert second["capabilities"] == ["0000000000000000"] * 5
+    assert second["no_new_privs"] == "1"
+    assert "zygote.py" in second["init"]                 # forked, not started afresh
+    assert second["main"].endswith("/sandbox/lib/worker.py")
+    assert survivors(TOKEN) == []                        # her daemon ended with her process
+
+
+def test_a_killed_zygote_costs_nothing_but_time():
+    """Students keep being graded when the zygote dies: a fresh sandbox each, as before."""
+    with zygote_for_sandbox(SandboxConfig(**CONFIG)) as host:
+        assert "zygote.py" in reported(run(FINDS))["init"]
+        for pid in [*host._members(), host.process.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        host.process.wait(timeout=10)
+        seen = reported(run("x = 1", FINDS))
+        assert "zygote.py" not in seen["init"] and seen["pid"] == 2
+        assert len(forked._BROKEN) == 1
+        forked._BROKEN.clear()
+
+
+def test_a_sandbox_unlike_the_zygote_is_started_afresh():
+    """Another harness, other limits of the bwrap arguments, other threads: no fork."""
+    with zygote_for_sandbox(SandboxConfig(**CONFIG)):
+        other = {**CONFIG, "threads": 2}
+        cells = [Cell("1", FINDS)]
+        session = StudentSession(cells, SandboxConfig(**other), [], 60, time.monotonic() + 120)
+        try:
+            session.start()
+        finally:
+            session.close()
+        assert "zygote.py" not in reported(session)["init"]
+        assert forked._BROKEN == []

@@ -1,0 +1,452 @@
+"""Students' processes forked from a zygote that has imported torch once (zygote.py), where the
+machine allows it: grading as root, in bubblewrap, with one torch thread.
+
+- The runner holds one zygote per thread (`zygote_for`, like the grader's fork server), started in
+  bubblewrap with the very allow-list, interpreter and environment a student's process gets, and
+  hands its control socket to each grader it starts (TFCOURSE_ZYGOTE="FD:KEY").
+- A grader's `open_sandbox` forks the student's process from it (`ForkedSandbox`) when the
+  zygote's KEY is that of the grader's own sandbox (the same bwrap arguments but the work folder's
+  files, the same interpreter, environment, harness, user and threads); else, or when the zygote
+  fails or is gone, it starts a fresh sandbox as before (launch.Sandbox).
+
+A forked student's process is watched and limited as any other (its own cgroup, the watchdog, the
+output cap): only how it starts differs, and the isolation is the same (docs/sandbox.md). Its pages
+shared with the zygote (torch's code and data, about 200 MB) are charged to the zygote's cgroup,
+not the student's, so `limits.memory_mb` counts only what the student's process itself adds.
+
+TFCOURSE_STUDENT_FORKS=0 turns it off: a fresh sandboxed interpreter for every student's process.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from .binds import INSIDE_LIB
+from .launch import (SANDBOX_FOLDER, Sandbox, SandboxConfig, _die_with_grader, _memory_file,
+                     course_standins)
+from .limits import Cgroup
+
+ZYGOTE_VARIABLE = "TFCOURSE_ZYGOTE"       # "FD:KEY": the zygote's control socket, for a grader
+SWITCH = "TFCOURSE_STUDENT_FORKS"
+# What the zygote may do inside bubblewrap, to make each student's namespaces and mounts and drop
+# to the sandbox user; the student's process keeps none of them (zygote.py checks).
+ZYGOTE_CAPABILITIES = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP",
+                       "CAP_NET_ADMIN")
+READY_SECONDS = 30                         # for the student's process to be made
+MESSAGE = 4096
+UCRED = struct.Struct("iII")
+
+
+def enabled() -> bool:
+    return os.environ.get(SWITCH, "1") != "0"
+
+
+class ZygoteFailed(Exception):
+    """No student's process could be forked: the grader starts a fresh one instead."""
+
+
+def fork_key(sandbox: Sandbox) -> str | None:
+    """What a student's process forked from a zygote shares with it, as a digest; None where a
+    zygote cannot be used (not bubblewrap as root with a sandbox user, a GPU, a refusal)."""
+    if sandbox.mode != "bwrap" or os.geteuid() != 0 or sandbox.drop_to is None or \
+            sandbox.config.gpu or sandbox.refusal:
+        return None
+    plain = copy.copy(sandbox)
+    plain.config = dataclasses.replace(sandbox.config, files={})
+    arguments, python = Sandbox._bwrap_arguments(plain)
+    text = json.dumps([arguments, str(python), sandbox._environment(), sandbox.drop_to,
+                       sorted(sandbox.config.harness.items()), sandbox.config.threads])
+    return hashlib.sha256(text.replace(str(sandbox.base), "<base>").encode()).hexdigest()[:32]
+
+
+# -- the runner's side: one zygote per thread ---------------------------------------------------
+class ZygoteHost(Sandbox):
+    """The zygote's own sandbox: bubblewrap as for a student, with the zygote's capabilities, and
+    zygote.py in place of the worker. Started by the keeper (keeper.py), so that it and every
+    student's process forked from it end when the runner's thread does."""
+
+    def __init__(self, config: SandboxConfig):
+        super().__init__(config)
+        self.key = fork_key(self)
+        self.control: socket.socket | None = None
+        self._ready_fd = -1
+        self.refused: str | None = None
+        with _LOCK:
+            _ALL.add(self)
+
+    def _prepare_folders(self):
+        super()._prepare_folders()
+        here = Path(__file__).parent
+        (self.lib / "zygote.py").write_bytes((here / "zygote.py").read_bytes())
+
+    def _bwrap_arguments(self):
+        arguments, python = super()._bwrap_arguments()
+        for capability in ZYGOTE_CAPABILITIES:
+            arguments += ["--cap-add", capability]
+        return arguments, python
+
+    def _command(self, fd_in: int, fd_out: int, arguments_fd: int, python: Path) -> list[str]:
+        return ["bwrap", "--args", str(arguments_fd), "--", str(python), "-E", "-s", "-B",
+                str(INSIDE_LIB / "zygote.py"), "--control", str(fd_in), "--ready", str(fd_out)]
+
+    def start(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ready_read, ready_write = os.pipe()
+        spec = self._keeper_spec(theirs.fileno(), ready_write)
+        spec.update(rlimits={"RLIMIT_CORE": (0, 0)}, cgroup_procs=[], cgroup_folders=[])
+        with open(self.base / "zygote.log", "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(self.base / "keeper.py")], pass_fds=spec["fds"],
+                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, cwd=self.base,
+                env=self._environment(), start_new_session=True, preexec_fn=_die_with_grader)
+        theirs.detach()                         # closed with the others just below
+        for fd in spec["fds"]:
+            os.close(fd)
+        try:
+            self.process.stdin.write(json.dumps(spec).encode())
+            self.process.stdin.close()
+        except BrokenPipeError:
+            pass
+        self.control, self._ready_fd = ours, ready_read
+        os.set_blocking(ready_read, False)
+
+    def _orphans(self, table=None) -> list[int]:
+        return []        # the runner's other children are not this zygote's
+
+    def usable(self) -> bool:
+        """Whether graders may still be sent to it: alive, and not refused at its start."""
+        if self._ready_fd >= 0:
+            try:
+                said = os.read(self._ready_fd, 4096)
+            except BlockingIOError:
+                said = None                     # still importing torch: requests wait for it
+            if said is not None:
+                os.close(self._ready_fd)
+                self._ready_fd = -1
+                if said != b"ok":
+                    self.refused = said.decode("utf-8", "replace") or "it ended at once"
+        return self.refused is None and self.alive()
+
+    def close(self) -> None:
+        with _LOCK:
+            _ALL.discard(self)
+        if self.control is not None:
+            self.control.close()                # the zygote's loop ends
+            self.control = None
+        if self._ready_fd >= 0:
+            os.close(self._ready_fd)
+            self._ready_fd = -1
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)    # the keeper ends everything below it
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        super().close()
+
+
+_HOSTS = threading.local()
+_ALL: set[ZygoteHost] = set()               # every zygote this process holds, in any thread
+_LOCK = threading.Lock()
+STARTS = 2                                  # zygotes a thread starts at most, for one course
+
+
+@dataclasses.dataclass
+class _Held:
+    """A thread's zygote, what it was started for, and how many were started for that."""
+    wanted: str
+    host: ZygoteHost | None = None
+    starts: int = 0
+
+
+def zygote_for(course, threads: int) -> ZygoteHost | None:
+    """This thread's zygote for `course` (started on first use, once more if it died), or None
+    where none can be used: turned off, not grading as root in bubblewrap, or it failed."""
+    if not enabled():
+        return None
+    wanted = json.dumps([str(course.root), threads, course_standins(course),
+                         repr(course.sandbox), repr(course.limits)])
+    held = getattr(_HOSTS, "held", None)
+    if held is None or held.wanted != wanted:
+        close_zygotes()
+        held = _HOSTS.held = _Held(wanted)
+    if held.host is not None:
+        if held.host.usable():
+            return held.host
+        if held.host.refused:                   # it would refuse again (torch's threads)
+            held.starts = STARTS
+        held.host.close()
+        held.host = None
+    if held.starts >= STARTS:
+        return None
+    held.starts += 1
+    host = None
+    try:
+        host = ZygoteHost(SandboxConfig.from_course(course, {}, threads, []))
+        if host.key is None:                    # this machine does not allow it
+            held.starts = STARTS
+        else:
+            host.start()
+            held.host = host
+            return host
+    except (OSError, subprocess.SubprocessError) as error:
+        print(f"tfcourse: no zygote for the students' processes ({error})", file=sys.stderr)
+    if host is not None:
+        host.close()
+    return None
+
+
+def close_zygotes() -> None:
+    """End this thread's zygote (and the students' processes forked from it)."""
+    held = getattr(_HOSTS, "held", None)
+    if held is not None and held.host is not None:
+        held.host.close()
+    _HOSTS.held = None
+
+
+def close_all() -> None:
+    """End every zygote of this process, in every thread (a batch does at its end, so that no
+    zygote and no folder of one outlives it)."""
+    with _LOCK:
+        hosts = list(_ALL)
+    for host in hosts:
+        host.close()
+
+
+# -- the grader's side: one student's process ----------------------------------------------------
+class ForkedProcess:
+    """The monitor of a forked student's process (zygote.py), with the part of subprocess.Popen's
+    interface Sandbox uses: pid, poll(), wait(timeout), stdout. Its status comes on the reply
+    socket; while that socket is open the monitor does not exit, so `pid` stays its own."""
+
+    def __init__(self, reply: socket.socket, pid: int, output: int):
+        self.pid, self._reply = pid, reply
+        self.stdout = open(output, "rb")
+        self.returncode: int | None = None
+        self._lock = threading.Lock()
+
+    def _check(self, timeout: float) -> int | None:
+        with self._lock:
+            if self.returncode is None and self._reply is not None and \
+                    select.select([self._reply], [], [], timeout)[0]:
+                try:
+                    message = self._reply.recv(MESSAGE)
+                except OSError:
+                    message = b""
+                try:
+                    self.returncode = int(json.loads(message)["status"])
+                except (ValueError, KeyError, TypeError):
+                    self.returncode = 128 + signal.SIGKILL     # the monitor itself was killed
+            return self.returncode
+
+    def poll(self) -> int | None:
+        return self._check(0)
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+            if left <= 0:
+                raise subprocess.TimeoutExpired(["student"], timeout)
+            code = self._check(left)
+            if code is not None:
+                return code
+
+    def kill_monitor(self) -> None:
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def close(self) -> None:
+        with self._lock:
+            if self._reply is not None:
+                self._reply.close()             # the monitor may exit now
+                self._reply = None
+
+
+class ForkedSandbox(Sandbox):
+    """One student's process forked from the zygote behind `control`; a fresh one (Sandbox's own
+    way) when the zygote cannot make it."""
+
+    def __init__(self, config: SandboxConfig, control: socket.socket):
+        self.control, self.forked = control, True
+        super().__init__(config)
+
+    def _prepare_folders(self):
+        if self.forked:          # no folder: the files go to the zygote, in the request
+            os.rmdir(self.base)
+        else:
+            super()._prepare_folders()
+
+    def start_afresh(self) -> None:
+        """From now on a fresh sandbox (launch.Sandbox's way), with folders of its own."""
+        self.forked = False
+        self.base = Path(tempfile.mkdtemp(prefix="tfgrade-",
+                                          dir=os.environ.get(SANDBOX_FOLDER)))
+        self.work, self.lib = self.base / "work", self.base / "lib"
+        super()._prepare_folders()
+
+    def start(self) -> tuple[int, int]:
+        if self.refusal:
+            return -1, -1
+        if self.forked:
+            try:
+                return self._start_forked()
+            except ZygoteFailed as error:
+                _said_broken(str(error))
+                self.start_afresh()
+        return super().start()
+
+    def _start_forked(self) -> tuple[int, int]:
+        self.cgroup = Cgroup.create(self.config.limits)
+        folders = self.cgroup.folders if self.cgroup else []
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        output_r, output_w = os.pipe()
+        passed = [theirs.fileno(), to_child_r, from_child_w, output_w]
+        opened = []
+        try:
+            opened = [os.open(folder / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+                      for folder in folders]
+            opened += [os.open(folder.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                       for folder in folders]
+            spec = {"files": self.config.files, "rlimits": self._rlimits(),
+                    "user": list(self.drop_to), "disk_bytes": self.config.disk_mb << 20,
+                    "cgroups": [folder.name for folder in folders]}
+            request = _memory_file(json.dumps(spec).encode())
+            try:
+                socket.send_fds(self.control, [b"spawn"], [request, *passed, *opened])
+            finally:
+                os.close(request)
+        except OSError as error:
+            self._undo(ours, [to_child_w, from_child_r, output_r])
+            raise ZygoteFailed(f"the zygote could not be asked ({error})") from None
+        finally:
+            theirs.close()
+            for fd in passed[1:] + opened:
+                os.close(fd)
+        try:
+            pid = _ready(ours)
+        except ZygoteFailed:
+            self._undo(ours, [to_child_w, from_child_r, output_r])
+            raise
+        self.process = ForkedProcess(ours, pid, output_r)
+        self.fd_in, self.fd_out = to_child_w, from_child_r
+        self._begin_watching()
+        return to_child_w, from_child_r
+
+    def _undo(self, reply: socket.socket, fds: list[int]) -> None:
+        reply.close()
+        for fd in fds:
+            os.close(fd)
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
+
+    def _orphans(self, table=None) -> list[int]:
+        # A forked student's processes live in a PID namespace below the monitor: none can
+        # become this grader's child.
+        return [] if self.forked else super()._orphans(table)
+
+    def kill(self):
+        if not self.forked:
+            return super().kill()
+        process = self.process
+        if process is None:
+            return
+        for _ in range(5):                     # the init first: its PID namespace ends with it
+            if self.cgroup is not None:
+                self.cgroup.kill()
+            for pid in self._members():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            try:
+                process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                continue
+            if not self._members():
+                break
+        else:
+            process.kill_monitor()
+        self._stop.set()
+
+    def close(self):
+        super().close()
+        if self.forked and self.process is not None:
+            self.process.close()
+
+
+def _ready(reply: socket.socket) -> int:
+    """The monitor's pid (from the socket's credentials), once it says the student's process is
+    about to run."""
+    if not select.select([reply], [], [], READY_SECONDS)[0]:
+        raise ZygoteFailed(f"the zygote made no student's process within {READY_SECONDS} s")
+    try:
+        message, ancillary, _, _ = reply.recvmsg(MESSAGE, socket.CMSG_SPACE(UCRED.size))
+    except OSError as error:
+        raise ZygoteFailed(f"the zygote's reply was lost ({error})") from None
+    pid = None
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+            pid = UCRED.unpack(data[:UCRED.size])[0]
+    try:
+        said = json.loads(message) if message else {"failed": "the zygote is gone"}
+    except ValueError:
+        said = {"failed": "the zygote's reply could not be read"}
+    if said.get("ready") is not True or not pid:
+        raise ZygoteFailed(str(said.get("failed", "no pid")))
+    return pid
+
+
+_BROKEN: list[str] = []                     # why this process's zygote failed, once it did
+
+
+def _said_broken(why: str) -> None:
+    _BROKEN.append(why)
+    print(f"tfcourse: a student's process is started afresh: {why}", file=sys.stderr)
+
+
+def open_sandbox(config: SandboxConfig) -> Sandbox:
+    """The sandbox of one student's process: forked from the runner's zygote where it matches this
+    sandbox, else started afresh (launch.Sandbox)."""
+    fd, _, key = os.environ.get(ZYGOTE_VARIABLE, "").partition(":")
+    control = _control(int(fd)) if fd.isdigit() and key and enabled() and not _BROKEN else None
+    if control is not None:
+        sandbox = ForkedSandbox(config, control)
+        if fork_key(sandbox) == key:
+            return sandbox
+        sandbox.start_afresh()
+        return sandbox
+    return Sandbox(config)
+
+
+_CONTROLS: dict[int, socket.socket] = {}
+
+
+def _control(fd: int) -> socket.socket | None:
+    """The zygote's control socket this grader was given (None if it is not one)."""
+    if fd not in _CONTROLS:
+        try:
+            _CONTROLS[fd] = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            return None
+    return _CONTROLS[fd]
