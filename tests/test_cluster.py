@@ -515,6 +515,31 @@ def test_a_worker_with_another_course_refuses_and_each_result_says_so(course, da
         assert "fingerprint" not in results["extra_data"]       # graded again next time
 
 
+@pytest.mark.slow
+def test_a_refusing_worker_gets_no_more_tasks_and_the_others_grade_the_class(
+        course, dask_cluster, tmp_path, monkeypatch, capfd):
+    """Worker w1 refuses (as one with another course would): every submission it refused is sent
+    to w2, and w1 is sent nothing more; the refusal is said once."""
+    answer_text = fake_answer()
+
+    def refusing_on_w1(payload):
+        from distributed import get_worker
+
+        from tfcourse.grading import cluster as engine
+        if get_worker().name == "w1":
+            return engine.refusal("worker w1 grades with another course")
+        return answer_text
+
+    monkeypatch.setattr(cluster, "TASK", refusing_on_w1)
+    names = [f"s{n}" for n in range(8)]
+    for name in names:
+        student(tmp_path / "class" / name)
+    outcomes = runner.grade_many(course, [tmp_path / "class"], tmp_path / "out", jobs=1,
+                                 lang="en", progress=False, scheduler=dask_cluster.address)
+    assert sorted((o.name, o.status) for o in outcomes) == [(n, "graded") for n in names]
+    assert capfd.readouterr().err.count("worker w1 grades with another course") == 1
+
+
 def fake_answer() -> str:
     return json.dumps({"report": {"assignment": A, "submission": "x"}, "seconds": 0.0,
                        "worker": "fake", "isolation": []})

@@ -206,10 +206,22 @@ def without_bubblewrap(root: Path, host: str) -> str:
             f"Grading on a cluster)")
 
 
+def refusal(why: str) -> str:
+    """A task's answer when this worker cannot grade for the client: why, and this worker's Dask
+    address, so that the client sends it no more."""
+    try:
+        from distributed import get_worker
+
+        address = get_worker().address
+    except (ImportError, ValueError):           # not in a Dask worker (a test calls it)
+        address = ""
+    return json.dumps({"refused": why, "address": address})
+
+
 def grade_task(payload: dict) -> str:
     """A Dask task: grade one packed submission on this worker. JSON text: {"report": ...,
-    "seconds", "worker", "isolation"}, or {"refused": why} when this worker cannot grade for
-    this client (no course folder, or not the same one)."""
+    "seconds", "worker", "isolation"}, or {"refused": why, "address"} when this worker cannot
+    grade for this client (no course folder, or not the same one, or no bubblewrap)."""
     from .runner import failure_report, grade_in_child, grader_version, runtime_versions
 
     started, host = time.monotonic(), socket.gethostname()
@@ -217,18 +229,18 @@ def grade_task(payload: dict) -> str:
         course = worker_course()
         version = grader_version(course)
     except (CourseError, OSError) as error:
-        return json.dumps({"refused": f"worker {host}: {error} (set {COURSE_VARIABLE} to the "
-                                      f"course folder where the workers start)"})
+        return refusal(f"worker {host}: {error} (set {COURSE_VARIABLE} to the course folder "
+                       f"where the workers start)")
     if version != payload["version"]:
         here, theirs = runtime_versions(), payload.get("runtime", "")
         versions = (f"; it has {here}, the client {theirs}" if theirs and theirs != here else "")
-        return json.dumps({"refused": (
+        return refusal(
             f"worker {host} grades with another course or tfcourse ({course.root}: grader "
             f"fingerprint {version}, not the client's {payload['version']}{versions}): give "
-            f"every worker the same course folder, tfcourse, Python and torch as this machine")})
-    refusal = without_bubblewrap(course.root, host)
-    if refusal:
-        return json.dumps({"refused": refusal})
+            f"every worker the same course folder, tfcourse, Python and torch as this machine")
+    why = without_bubblewrap(course.root, host)
+    if why:
+        return refusal(why)
     with tempfile.TemporaryDirectory(dir=_scratch(), ignore_cleanup_errors=True) as folder:
         packed = payload["submission"]
         try:
@@ -306,7 +318,22 @@ def _check(value, kind, where: str) -> None:
 
 
 class WorkerRefused(Exception):
-    """A worker would not grade for this client; the message says why."""
+    """A worker would not grade for this client; the message says why, `address` which."""
+
+    def __init__(self, why: str, address: str = ""):
+        super().__init__(why)
+        self.address = address
+
+
+def refusal_of(future) -> WorkerRefused | None:
+    """A finished task's refusal, naming the worker that refused, if it was one."""
+    try:
+        read_answer(future.result())
+    except WorkerRefused as refused:
+        return refused if refused.address else None
+    except Exception:
+        pass
+    return None
 
 
 def read_answer(text) -> tuple[SubmissionReport, float, list[str]]:
@@ -318,7 +345,7 @@ def read_answer(text) -> tuple[SubmissionReport, float, list[str]]:
     if not isinstance(answer, dict):
         raise ValueError("the answer is not a JSON object")
     if "refused" in answer:
-        raise WorkerRefused(str(answer["refused"]))
+        raise WorkerRefused(str(answer["refused"]), str(answer.get("address", "")))
     _check(answer.get("report"), SubmissionReport, "report")
     seconds, lines = answer.get("seconds", 0.0), answer.get("isolation", [])
     _check(seconds, float, "seconds")
@@ -419,6 +446,23 @@ def run_on_cluster(address: str, batch: Batch, outcomes: list, bar) -> None:
             bar.update()
 
     sizes: dict = {}                    # bytes of notebooks in each task sent
+    payloads: dict = {}                 # each task's payload, to send it again elsewhere
+    refusing: set[str] = set()          # workers that refused: sent no more tasks
+
+    def others() -> list[str] | None:
+        """The workers tasks may go to: any while none refused, else those that did not."""
+        if not refusing:
+            return None
+        return [w for w in client.scheduler_info()["workers"] if w not in refusing]
+
+    def submit(entry, payload: dict, workers: list[str] | None) -> None:
+        where = {} if workers is None else {"workers": workers, "allow_other_workers": False}
+        future = client.submit(TASK, payload, key=f"tfcourse-grade-{entry[2]}-"
+                               f"{uuid.uuid4().hex[:8]}", pure=False, retries=1, **where)
+        running[future], payloads[future] = entry, payload
+        sizes[future] = sum(len(e.get("data", b"")) for e in
+                            payload["submission"].get("entries", []))
+        pending.add(future)
 
     def send() -> None:
         window = _window(client)
@@ -435,17 +479,21 @@ def run_on_cluster(address: str, batch: Batch, outcomes: list, bar) -> None:
             payload = {"submission": packed, "version": batch.version, "runtime": runtime,
                        "threads": batch.threads, "assignment": batch.assignment,
                        "skip": list(batch.skip)}
-            future = client.submit(TASK, payload, key=f"tfcourse-grade-{entry[2]}-"
-                                   f"{uuid.uuid4().hex[:8]}", pure=False, retries=1)
-            running[future] = entry
-            sizes[future] = sum(len(e.get("data", b"")) for e in packed.get("entries", []))
-            pending.add(future)
+            submit(entry, payload, others())
 
     try:
         send()
         for future in pending:
-            entry = running.pop(future)
+            entry, payload = running.pop(future), payloads.pop(future)
             sizes.pop(future, None)
+            refused = refusal_of(future)
+            if refused:                 # that worker gets no more tasks; this one goes elsewhere
+                refusing.add(refused.address)
+                workers = others()
+                if workers:
+                    say(str(refused))
+                    submit(entry, payload, workers)
+                    continue
             send()
             done(entry, *result_of(batch, entry, future, say))
     except BaseException:

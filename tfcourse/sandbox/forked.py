@@ -60,10 +60,11 @@ class ZygoteFailed(Exception):
 
 def fork_key(sandbox: Sandbox) -> str | None:
     """What a student's process forked from a zygote shares with it, as a digest; None where a
-    zygote cannot be used (not bubblewrap as root with a sandbox user, a GPU, a refusal)."""
+    zygote cannot be used (not bubblewrap as root with a sandbox user, a GPU, more than one torch
+    thread, a refusal)."""
     if sandbox.mode != "bwrap" or os.geteuid() != 0 or sandbox.drop_to is None or \
-            sandbox.config.gpu or sandbox.refusal:
-        return None
+            sandbox.config.gpu or sandbox.refusal or sandbox.config.threads != 1:
+        return None          # (torch starts a thread at import with more: a fork keeps one)
     plain = copy.copy(sandbox)
     plain.config = dataclasses.replace(sandbox.config, files={})
     arguments, python = Sandbox._bwrap_arguments(plain)
