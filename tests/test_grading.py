@@ -49,3 +49,25 @@ def test_misnamed_parameters_are_named_and_behaviour_still_graded(grade, tmp_pat
     assert lost(results) == {"mha.structure", "mha.self", "mha.cross"}
     messages = {t["number"]: t["output"] for t in results["tests"]}
     assert "w_q.weight" in messages["mha.self"] and "q_proj.weight" in messages["mha.self"]
+
+
+@pytest.mark.slow
+def test_a_grader_over_its_memory_limit_is_stopped_and_says_so(course):
+    """limits.grader_memory_mb holds the trusted grader (in a cgroup of its own, where the machine
+    lets us make one); over it, the submission fails with that reason and every check at 0."""
+    import dataclasses
+
+    from tfcourse.grading import runner
+    from tfcourse.sandbox.limits import Cgroup, Limits
+
+    probe = Cgroup.create(Limits(64, 0, 16))
+    if probe is None:
+        pytest.skip("no cgroup can be made here")
+    probe.remove()
+    small = dataclasses.replace(course, limits=dataclasses.replace(course.limits,
+                                                                    grader_memory_mb=30))
+    report = runner.grade_in_child(small, ROOT / "solutions" / "01-attention", None, 1, [], [])
+    assert "used more than 30 MB of memory (limits.grader_memory_mb)" in report.error
+    assert len(report.tests) == 10 and not any(test.points for test in report.tests)
+    report = runner.grade_in_child(course, ROOT / "solutions" / "01-attention", None, 1, [], [])
+    assert report.error is None and sum(test.points for test in report.tests) == 14

@@ -255,6 +255,7 @@ class Limits:
     output_kb: int = setting(256, above=0)
     notebook_file_mb: float = setting(256.0, above=0)  # larger notebook files are refused
     code_kb: float = setting(256.0, above=0)     # the student's code in one notebook, at most
+    grader_memory_mb: int = setting(2048, above=0)   # the trusted grader of one submission
 
 
 IsolationMode = Literal["auto", "bwrap", "process"]

@@ -33,6 +33,7 @@ from .report import Note, NotebookReport, SubmissionReport, TestResult
 from .results import private_folder, write_results
 from ..sandbox import forked
 from ..sandbox.launch import SANDBOX_FOLDER
+from ..sandbox.limits import MEMORY, Cgroup, Limits
 from .submission import (KIND_WORDS, Entry, Refused, find_notebooks, is_notebook_name,
                          kind_inside, listing, open_inside, root_kind, split_submission)
 
@@ -481,6 +482,25 @@ def graders_end_on_signals():
             signal.signal(number, handler)
 
 
+GRADER_TASKS = 256             # processes and threads of one grader (its students' have their own)
+
+
+def grader_cgroup(course: Course, pid: int) -> Cgroup | None:
+    """A cgroup that holds the grader `pid` (and the keepers it starts, not its students' processes,
+    which join their own) to limits.grader_memory_mb; None where this machine lets us make none.
+    What the grader allocated before it was moved stays where it was: the limit is on its growth."""
+    held = Cgroup.create(Limits(int(course.limit("grader_memory_mb")), 0, GRADER_TASKS))
+    if held is None:
+        return None
+    try:
+        for procs in held.procs_files:
+            Path(procs).write_text(str(pid))
+    except OSError:                     # it ended already, or may not be moved: no limit
+        held.remove()
+        return None
+    return held
+
+
 def grade_in_child(course: Course, submission: Path, assignment: str | None, threads: int,
                    skip: list[str], hide: list[Path], within: Path | None = None
                    ) -> SubmissionReport:
@@ -517,11 +537,16 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
         process = GRADERS.fork(args, environment, course.root, kept) or GRADERS.start(
             [sys.executable, "-m", "tfcourse.grading", *args], cwd=course.root, env=environment,
             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=list(kept.values()))
+        held = grader_cgroup(course, process.pid)
         try:
             _, stderr = process.communicate(timeout=limit)
             # Only a grader that ran to its end wrote the report: after any other ending, a file
             # there may come from student code (as root in process mode it can kill the grader).
-            if process.returncode != 0 or not out.exists():
+            if held is not None and held.exceeded() == MEMORY:
+                problem = (f"the grader process used more than "
+                           f"{course.limit('grader_memory_mb'):.0f} MB of memory "
+                           f"(limits.grader_memory_mb) and was stopped")
+            elif process.returncode != 0 or not out.exists():
                 problem = (f"the grader process {_ending(process.returncode)}: "
                            f"{(stderr or '').strip()[-800:]}")
         except subprocess.TimeoutExpired:
@@ -534,6 +559,8 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
             GRADERS.forget(process)
+            if held is not None:
+                held.remove()
         if problem is None:
             try:
                 return SubmissionReport.from_dict(json.loads(out.read_text(encoding="utf-8")))
