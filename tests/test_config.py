@@ -269,3 +269,11 @@ def test_a_course_yaml_that_is_not_a_mapping(tmp_path):
     (tmp_path / COURSE_FILE).write_text("- one\n- two\n", encoding="utf-8")
     with pytest.raises(CourseError, match=r"^course.yaml: must be a mapping"):
         load_course(tmp_path)
+
+
+def test_the_sandbox_page_quotes_the_grader_limit_of_course_yaml(course):
+    """docs/sandbox.md names limits.grader_memory_mb's value; it must be course.yaml's."""
+    page = (ROOT / "docs" / "sandbox.md").read_text()
+    value = course.limits.grader_memory_mb
+    assert f"`limits.grader_memory_mb` ({value} by" in page
+    assert f"used more than {value} MB of memory\n(limits.grader_memory_mb)" in page
