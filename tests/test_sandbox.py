@@ -571,3 +571,28 @@ def test_the_setup_check_says_how_student_code_would_be_isolated(tmp_path):
         fine = subprocess.run(check[:-1] + [str(ROOT)], capture_output=True, text=True, cwd=ROOT,
                               timeout=300)
         assert fine.returncode == 0 and fine.stdout.startswith("isolation: bwrap"), fine
+
+
+# -- kernel keyrings -------------------------------------------------------------------------------
+ADD_KEY = code("""
+    import ctypes, json, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    calls = {"add_key": (248, b"user", b"TOKEN", b"left for the next", 17, -4),
+             "keyctl": (250, 0, -4, 0, 0, 0)}     # KEYCTL_GET_KEYRING_ID of the user keyring
+    said = {}
+    for name, arguments in calls.items():
+        result = libc.syscall(*arguments)
+        said[name] = os.strerror(ctypes.get_errno()) if result == -1 else "allowed"
+    raise RuntimeError(json.dumps(said))
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the call numbers are x86-64's")
+@pytest.mark.parametrize("mode", MODES)
+def test_kernel_keyrings_are_closed_to_student_code(mode):
+    """A key added to the sandbox user's keyring would outlive the process, for the next
+    student's code to read: add_key and keyctl fail (seccomp.py)."""
+    session = run_cells(ADD_KEY, **mode)
+    assert reported(session, "1") == {"add_key": "Operation not permitted",
+                                      "keyctl": "Operation not permitted"}

@@ -73,7 +73,8 @@ raise RuntimeError(json.dumps({{
     "processes": processes, "pid": os.getpid(),
     "daemon": [p for p in processes
                if "{TOKEN}" in open(f"/proc/{{p}}/cmdline").read()],
-    "random": [random.random(), __import__("numpy").random.random()],
+    "random": [random.random(), __import__("numpy").random.random(), torch.initial_seed(),
+               torch.rand(1).item()],
     "uid": os.getuid(), "gid": os.getgid(),
     "capabilities": [seen[name].strip() for name in
                      ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")],
@@ -112,6 +113,7 @@ def test_no_state_crosses_from_one_student_to_the_next():
     assert not second["environment"] and not second["socket"]
     assert second["daemon"] == [] and second["pid"] == 2 and second["processes"] == [1, 2]
     assert all(a != b for a, b in zip(second["random"], third["random"]))   # each seeded afresh
+    assert first["random"][2] != second["random"][2]       # torch's too
     assert (second["uid"], second["gid"]) == (65534, 65534)
     assert second["capabilities"] == ["0000000000000000"] * 5
     assert second["no_new_privs"] == "1"
@@ -146,3 +148,51 @@ def test_a_sandbox_unlike_the_zygote_is_started_afresh():
             session.close()
         assert "zygote.py" not in reported(session)["init"]
         assert forked._BROKEN == []
+
+
+def test_the_zygote_holds_only_the_capabilities_it_needs():
+    """bubblewrap as root would keep every capability: the zygote keeps its seven, in its
+    effective and bounding sets alike (its student processes keep none: above)."""
+    from tfcourse.sandbox.launch import descendants
+
+    wanted = 0
+    for name in forked.ZYGOTE_CAPABILITIES:
+        wanted |= 1 << CAPABILITY_NUMBERS[name]
+    with zygote_for_sandbox(SandboxConfig(**CONFIG)) as host:
+        reported(run(FINDS))                    # it is up and serving
+        zygotes = [pid for pid in descendants(host.process.pid)     # not its bwrap's two
+                   if open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0].endswith(b"python")]
+        seen = [dict(line.split(":", 1) for line in open(f"/proc/{pid}/status").read()
+                     .splitlines() if ":" in line) for pid in zygotes]
+    assert seen and all(int(s["CapEff"], 16) == wanted and int(s["CapBnd"], 16) == wanted
+                        for s in seen), seen
+
+
+CAPABILITY_NUMBERS = {"CAP_DAC_OVERRIDE": 1, "CAP_KILL": 5, "CAP_SETGID": 6, "CAP_SETUID": 7, "CAP_SETPCAP": 8,
+                      "CAP_NET_ADMIN": 12, "CAP_SYS_ADMIN": 21}
+HOG = """
+import torch
+held = torch.ones(MB << 18)          # MB megabytes of float32, written
+"""
+
+
+@pytest.mark.parametrize("megabytes, killed", [(420, False), (900, True)])
+def test_memory_is_limited_as_for_a_fresh_process(megabytes, killed):
+    """The torch pages a forked process shares with the zygote are the zygote's in the cgroup's
+    count; the student's limit is lowered by them, so that the verdict is a fresh process's."""
+    config = {**CONFIG, "memory_mb": 1024}
+    cells = [Cell("1", HOG.replace("MB", str(megabytes))), Cell("2", FINDS)]
+    verdicts = []
+    for fork in (True, False):
+        with zygote_for_sandbox(SandboxConfig(**config), fork):
+            session = StudentSession(cells, SandboxConfig(**config), [], 60,
+                                     time.monotonic() + 120)
+            try:
+                session.start()
+            finally:
+                session.close()
+        first = session.outcomes[0]
+        assert ("zygote.py" in reported(session)["init"]) == fork
+        verdicts.append(first.ended_process)
+    assert verdicts[0] == verdicts[1], verdicts
+    assert (verdicts[0] == "used more than 1024 MB of memory") == killed

@@ -41,10 +41,13 @@ from .limits import Cgroup
 
 ZYGOTE_VARIABLE = "TFCOURSE_ZYGOTE"       # "FD:KEY": the zygote's control socket, for a grader
 SWITCH = "TFCOURSE_STUDENT_FORKS"
-# What the zygote may do inside bubblewrap, to make each student's namespaces and mounts and drop
-# to the sandbox user; the student's process keeps none of them (zygote.py checks).
+# What the zygote may do inside bubblewrap: make each student's namespaces and mounts, drop to the
+# sandbox user, let the student's PID 1 kill what the student left (processes of the sandbox
+# user), and remove a student's cgroup when its grader died (a cgroup v1 hierarchy's root folder
+# is mode 555: only DAC_OVERRIDE writes there). The student's process keeps none of them
+# (zygote.py checks).
 ZYGOTE_CAPABILITIES = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP",
-                       "CAP_NET_ADMIN")
+                       "CAP_NET_ADMIN", "CAP_KILL", "CAP_DAC_OVERRIDE")
 READY_SECONDS = 30                         # for the student's process to be made
 MESSAGE = 4096
 UCRED = struct.Struct("iII")
@@ -95,6 +98,9 @@ class ZygoteHost(Sandbox):
 
     def _bwrap_arguments(self):
         arguments, python = super()._bwrap_arguments()
+        # bubblewrap run as root keeps every capability unless told: none (it clears those added
+        # before too), then only these
+        arguments += ["--cap-drop", "ALL"]
         for capability in ZYGOTE_CAPABILITIES:
             arguments += ["--cap-add", capability]
         return arguments, python
@@ -314,7 +320,9 @@ class ForkedSandbox(Sandbox):
         return super().start()
 
     def _start_forked(self) -> tuple[int, int]:
-        self.cgroup = Cgroup.create(self.config.limits)
+        # As a fresh sandbox counts: its bwrap is one process more in the cgroup than the init.
+        limits = self.config.limits
+        self.cgroup = Cgroup.create(dataclasses.replace(limits, processes=limits.processes - 1))
         folders = self.cgroup.folders if self.cgroup else []
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
@@ -344,10 +352,14 @@ class ForkedSandbox(Sandbox):
             for fd in passed[1:] + opened:
                 os.close(fd)
         try:
-            pid = _ready(ours)
-        except ZygoteFailed:
+            pid, shared_kb = _ready(ours)
+            if self.cgroup is not None:     # the student's code runs once it is asked to: not yet
+                self.cgroup.lower_memory(limits, shared_kb)
+        except (ZygoteFailed, OSError) as error:
             self._undo(ours, [to_child_w, from_child_r, output_r])
-            raise
+            if isinstance(error, ZygoteFailed):
+                raise
+            raise ZygoteFailed(f"the student's memory limit could not be set ({error})") from None
         self.process = ForkedProcess(ours, pid, output_r)
         self.fd_in, self.fd_out = to_child_w, from_child_r
         self._begin_watching()
@@ -396,9 +408,9 @@ class ForkedSandbox(Sandbox):
             self.process.close()
 
 
-def _ready(reply: socket.socket) -> int:
-    """The monitor's pid (from the socket's credentials), once it says the student's process is
-    about to run."""
+def _ready(reply: socket.socket) -> tuple[int, int]:
+    """The monitor's pid (from the socket's credentials) and the kB of anonymous memory the
+    student's process shares with the zygote, once the monitor says that process is ready."""
     if not select.select([reply], [], [], READY_SECONDS)[0]:
         raise ZygoteFailed(f"the zygote made no student's process within {READY_SECONDS} s")
     try:
@@ -413,9 +425,10 @@ def _ready(reply: socket.socket) -> int:
         said = json.loads(message) if message else {"failed": "the zygote is gone"}
     except ValueError:
         said = {"failed": "the zygote's reply could not be read"}
-    if said.get("ready") is not True or not pid:
+    shared = said.get("shared_kb", 0)
+    if said.get("ready") is not True or not pid or not isinstance(shared, int) or shared < 0:
         raise ZygoteFailed(str(said.get("failed", "no pid")))
-    return pid
+    return pid, shared
 
 
 _BROKEN: list[str] = []                     # why this process's zygote failed, once it did

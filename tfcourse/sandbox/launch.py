@@ -38,6 +38,7 @@ from .keeper import reap
 from .binds import (INSIDE_LIB, INSIDE_PYTHON, INSIDE_WORK, Binds, gpu_binds, interpreter_binds,
                     mask_hidden, system_binds, under)
 from .limits import DISK, MEMORY, PROCESSES, Cgroup, Limits
+from .seccomp import keyring_filter
 
 HARNESS = ("worker.py", "channel.py")
 # The course's stand-ins (modules the graders put in place of a student's parts), copied beside
@@ -506,12 +507,15 @@ class Sandbox:
         passed, arguments_fd, python = [fd_in, fd_out], -1, Path(sys.executable)
         if self.mode == "bwrap":
             arguments, python = self._bwrap_arguments()
+            seccomp_fd = _memory_file(keyring_filter())      # no kernel keyrings (seccomp.py)
+            arguments += ["--seccomp", str(seccomp_fd)]
             arguments_fd = _memory_file(b"".join(a.encode() + b"\0" for a in arguments))
-            passed.append(arguments_fd)
+            passed += [arguments_fd, seccomp_fd]
         return {"command": self._command(fd_in, fd_out, arguments_fd, python),
                 "cwd": str(self.work), "base": str(self.base), "rlimits": self._rlimits(),
                 "grader": os.getpid(),
                 "user": self.drop_to if self.mode == "process" else None, "fds": passed,
+                "seccomp": keyring_filter().hex() if self.mode == "process" else "",
                 "cgroup_procs": self.cgroup.procs_files if self.cgroup else [],
                 "cgroup_folders": [str(f) for f in self.cgroup.folders] if self.cgroup else []}
 

@@ -229,6 +229,18 @@ class Cgroup:
                 return int(text) // 1024
         return 0
 
+    def lower_memory(self, limits: Limits, kb: int) -> None:
+        """Hold the memory to `limits.memory_mb` less `kb`: what a process forked from a zygote
+        shares with it, which a fresh process would have been charged for (forked.py)."""
+        if self.memory is None:
+            return
+        value = max(64 << 20, (limits.memory_mb << 20) - (kb << 10))
+        names = (["memory.max"] if self.version == 2 else
+                 ["memory.limit_in_bytes", "memory.memsw.limit_in_bytes"])
+        for name in names:                       # v1: the memory limit first, then memory+swap
+            if (self.memory / name).exists():
+                self._write(self.memory / name, value)
+
     def kill(self) -> None:
         """Kill every process in the cgroup, including those started while we kill."""
         if self.version == 2:

@@ -54,6 +54,7 @@ except ImportError:
     standins = None
 
 WORK = "/sandbox/work"
+SHARED_KB = 0        # the zygote's anonymous memory when it is ready: what each fork shares
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00020000, 0x02000000, 0x04000000
@@ -149,7 +150,8 @@ def become_student(spec: dict, fd_in: int, fd_out: int, output: int, ready: int)
         _drop_privileges(uid, gid)
         _check_privileges(uid, gid)
         os.chdir(WORK)
-        random.seed()                        # as a fresh interpreter, not the zygote's sequence
+        random.seed()                        # as a fresh interpreter, not the zygote's sequences
+        torch.seed()
         if "numpy.random" in sys.modules:
             sys.modules["numpy.random"].seed()
         os.write(ready, b"ok")
@@ -243,7 +245,7 @@ def be_init(spec: dict, fd_in: int, fd_out: int, output: int, procs: list[int],
             continue
         if pid == student:
             code = _exit_code(status)
-            with contextlib.suppress(ProcessLookupError):
+            with contextlib.suppress(OSError):
                 os.kill(-1, signal.SIGKILL)     # from PID 1: every other process in here
     os._exit(code)
 
@@ -292,7 +294,7 @@ def monitor(spec: dict, fds: list[int]) -> None:
         os.close(ready_read)
         if said != b"ok":
             raise SetupError(said.decode("utf-8", "replace") or "the sandbox ended at once")
-        reply.send(b'{"ready": true}')
+        reply.send(json.dumps({"ready": True, "shared_kb": SHARED_KB}).encode())
     except BaseException as error:
         with contextlib.suppress(OSError):
             reply.send(json.dumps({"failed": str(error)[:2000]}).encode())
@@ -335,6 +337,21 @@ def _watch(reply: socket.socket, init: int, parents: list[int], names: list[str]
 
 
 # -- the zygote -----------------------------------------------------------------------------------
+def _effective() -> int:
+    for line in open("/proc/self/status").read().splitlines():
+        if line.startswith("CapEff:"):
+            return int(line.split()[1], 16)
+    return 0
+
+
+def _keep_bounding(kept: int) -> None:
+    """Drop from the bounding set every capability not in `kept`."""
+    last = int(open("/proc/sys/kernel/cap_last_cap").read())
+    for capability in range(last + 1):
+        if not kept >> capability & 1:
+            _prctl(PR_CAPBSET_DROP, capability, "drop the bounding set")
+
+
 def serve(control: socket.socket) -> None:
     """Fork a monitor for each request; never run anything of a request here."""
     while True:
@@ -382,9 +399,13 @@ def main() -> None:
     if threads != 1:        # a fork keeps one thread: torch's thread pool would be broken
         os.write(options.ready, f"refused: {threads} threads after importing torch".encode())
         sys.exit(1)
+    _keep_bounding(_effective())            # what it may ever have: the few it was given
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)      # monitors are reaped by the kernel
     gc.collect()
     gc.freeze()                  # the imported objects: no page of them copied by a child's gc
+    global SHARED_KB
+    status = open("/proc/self/status").read()
+    SHARED_KB = int(status.split("RssAnon:", 1)[1].split()[0]) if "RssAnon:" in status else 0
     os.write(options.ready, b"ok")
     os.close(options.ready)
     serve(socket.socket(fileno=options.control))
