@@ -1,9 +1,10 @@
 """The solutions get full marks and the released stubs get nothing, end to end."""
 import json
 
+import nbformat
 import pytest
 
-from conftest import ROOT, lost
+from conftest import ROOT, lost, make_submission
 
 # End to end: grades submissions through the sandbox (grade_one).
 pytestmark = pytest.mark.slow
@@ -52,10 +53,12 @@ def test_misnamed_parameters_are_named_and_behaviour_still_graded(grade, tmp_pat
 
 
 @pytest.mark.slow
-def test_a_grader_over_its_memory_limit_is_stopped_and_says_so(course):
+def test_a_grader_over_its_memory_limit_is_stopped_and_says_so(course, monkeypatch, tmp_path):
     """limits.grader_memory_mb holds the trusted grader (in a cgroup of its own, where the machine
-    lets us make one); over it, the submission fails with that reason and every check at 0."""
+    lets us make one); over it, the submission fails with that reason and every check at 0. The
+    grader here is a stand-in that takes 300 MB (a real one stays far below any limit)."""
     import dataclasses
+    import sys
 
     from tfcourse.grading import runner
     from tfcourse.sandbox.limits import Cgroup, Limits
@@ -64,10 +67,25 @@ def test_a_grader_over_its_memory_limit_is_stopped_and_says_so(course):
     if probe is None:
         pytest.skip("no cgroup can be made here")
     probe.remove()
+    greedy = [sys.executable, "-c",        # once moved into its cgroup, 300 MB
+              "import time; time.sleep(1); held = bytearray(300 << 20); time.sleep(30)"]
+    started = runner.GRADERS.start
+    monkeypatch.setattr(runner.GRADERS, "fork", lambda *args, **kwargs: None)
+    monkeypatch.setattr(runner.GRADERS, "start",
+                        lambda command, **options: started(greedy, **options))
     small = dataclasses.replace(course, limits=dataclasses.replace(course.limits,
-                                                                    grader_memory_mb=30))
+                                                                    grader_memory_mb=100))
     report = runner.grade_in_child(small, ROOT / "solutions" / "01-attention", None, 1, [], [])
-    assert "used more than 30 MB of memory (limits.grader_memory_mb)" in report.error
+    assert "used more than 100 MB of memory (limits.grader_memory_mb)" in report.error
     assert len(report.tests) == 10 and not any(test.points for test in report.tests)
-    report = runner.grade_in_child(course, ROOT / "solutions" / "01-attention", None, 1, [], [])
+    monkeypatch.undo()
+    # The students' processes are not the grader's: 400 MB of a student's does not count against
+    # a grader's 300 (their cgroups are made beside the grader's, not below it).
+    hog = nbformat.v4.new_code_cell("import torch\n_hog = torch.ones(400 << 18)")
+    folder = make_submission(tmp_path / "hog", "01-attention",
+                             edit=lambda nb: nb.cells.insert(3, hog))
+    roomy = dataclasses.replace(course, limits=dataclasses.replace(course.limits,
+                                                                    grader_memory_mb=300))
+    report = runner.grade_in_child(roomy, folder, None, 1, [], [])
     assert report.error is None and sum(test.points for test in report.tests) == 14
+    assert report.notebooks[0].peak_memory_mb > 400

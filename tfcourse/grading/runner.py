@@ -33,7 +33,8 @@ from .report import Note, NotebookReport, SubmissionReport, TestResult
 from .results import private_folder, write_results
 from ..sandbox import forked
 from ..sandbox.launch import SANDBOX_FOLDER
-from ..sandbox.limits import MEMORY, Cgroup, Limits
+from ..sandbox.limits import MEMORY, Cgroup, Limits, parents_of
+from ..sandbox.limits import PARENT_VARIABLE as CGROUP_PARENT
 from .submission import (KIND_WORDS, Entry, Refused, find_notebooks, is_notebook_name,
                          kind_inside, listing, open_inside, root_kind, split_submission)
 
@@ -485,11 +486,19 @@ def graders_end_on_signals():
 GRADER_TASKS = 256             # processes and threads of one grader (its students' have their own)
 
 
-def grader_cgroup(course: Course, pid: int) -> Cgroup | None:
-    """A cgroup that holds the grader `pid` (and the keepers it starts, not its students' processes,
-    which join their own) to limits.grader_memory_mb; None where this machine lets us make none.
-    What the grader allocated before it was moved stays where it was: the limit is on its growth."""
+def grader_cgroup(course: Course, environment: dict) -> Cgroup | None:
+    """A cgroup to hold a grader (and the keepers it starts, not its students' processes) to
+    limits.grader_memory_mb, None where this machine lets us make none; `environment` then tells
+    the grader to make its students' cgroups beside this one, not inside."""
     held = Cgroup.create(Limits(int(course.limit("grader_memory_mb")), 0, GRADER_TASKS))
+    if held is not None:
+        environment[CGROUP_PARENT] = parents_of(held)
+    return held
+
+
+def _hold(held: Cgroup | None, pid: int) -> Cgroup | None:
+    """Move the grader `pid` into `held`. What it allocated before stays where it was: the limit
+    is on its growth (it grows from a fork server's pages, or from an interpreter's start)."""
     if held is None:
         return None
     try:
@@ -531,13 +540,21 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
         # (sandbox/forked.py), where this machine allows one.
         zygote, kept = forked.zygote_for(course, threads), {}
         environment.pop(forked.ZYGOTE_VARIABLE, None)
+        environment.pop(CGROUP_PARENT, None)
+        held = grader_cgroup(course, environment)
         if zygote is not None:
             kept = {forked.ZYGOTE_VARIABLE: zygote.control.fileno()}
             environment[forked.ZYGOTE_VARIABLE] = f"{zygote.control.fileno()}:{zygote.key}"
-        process = GRADERS.fork(args, environment, course.root, kept) or GRADERS.start(
-            [sys.executable, "-m", "tfcourse.grading", *args], cwd=course.root, env=environment,
-            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=list(kept.values()))
-        held = grader_cgroup(course, process.pid)
+        try:
+            process = GRADERS.fork(args, environment, course.root, kept) or GRADERS.start(
+                [sys.executable, "-m", "tfcourse.grading", *args], cwd=course.root,
+                env=environment, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                pass_fds=list(kept.values()))
+        except BaseException:
+            if held is not None:
+                held.remove()
+            raise
+        held = _hold(held, process.pid)
         try:
             _, stderr = process.communicate(timeout=limit)
             # Only a grader that ran to its end wrote the report: after any other ending, a file

@@ -378,29 +378,17 @@ class ForkedSandbox(Sandbox):
         # become this grader's child.
         return [] if self.forked else super()._orphans(table)
 
-    def kill(self):
+    def _kill_targets(self) -> list[int]:
         if not self.forked:
-            return super().kill()
-        process = self.process
-        if process is None:
-            return
-        for _ in range(5):                     # the init first: its PID namespace ends with it
-            if self.cgroup is not None:
-                self.cgroup.kill()
-            for pid in self._members():
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            try:
-                process.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                continue
-            if not self._members():
-                break
-        else:
-            process.kill_monitor()
-        self._stop.set()
+            return super()._kill_targets()
+        # Not the monitor: it says how the init ended (its PID namespace ends with it), and while
+        # this grader holds its socket its pid stays its own.
+        return self._members()
+
+    def kill(self):
+        super().kill()
+        if self.forked and self.process is not None and self.process.poll() is None:
+            self.process.kill_monitor()            # it never said: end it too
 
     def close(self):
         super().close()

@@ -641,7 +641,7 @@ class Sandbox:
         for _ in range(5):
             if self.cgroup is not None:
                 self.cgroup.kill()
-            for pid in [*self._members(), process.pid]:
+            for pid in self._kill_targets():
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
@@ -654,6 +654,10 @@ class Sandbox:
             if not self._members():
                 break
         self._stop.set()
+
+    def _kill_targets(self) -> list[int]:
+        """Whom one round of `kill` signals: the student's processes, and the keeper."""
+        return [*self._members(), self.process.pid]
 
     def _orphans(self, table: dict[int, int] | None = None) -> list[int]:
         """Processes that escaped to us as their subreaper (when the keeper itself was killed).

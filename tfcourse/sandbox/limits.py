@@ -27,6 +27,8 @@ from pathlib import Path
 
 MEMORY, PROCESSES, DISK = "memory", "processes", "disk"
 CGROUP_PREFIX = "tfcourse"
+# Where a grader makes its students' cgroups, when the runner holds it in a cgroup of its own
+PARENT_VARIABLE = "TFCOURSE_CGROUP_PARENT"
 SHARED_TEMP = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
 SHARED_MEMORY = ("/memfd:", "/dev/shm/", "/SYSV")   # how /proc names shared-memory objects
 
@@ -103,6 +105,24 @@ def _own_folder(controller: str) -> Path | None:
     return folder if folder.is_dir() else None
 
 
+def parents_of(cgroup: Cgroup) -> str:
+    """The folders `cgroup` was made in, for PARENT_VARIABLE: where the grader it holds makes its
+    students' cgroups, beside its own, not below (there they would count against its limit)."""
+    controllers = [""] if cgroup.version == 2 else \
+        [MEMORY if folder == cgroup.memory else "pids" for folder in cgroup.folders]
+    return json.dumps({controller: str(folder.parent)
+                       for controller, folder in zip(controllers, cgroup.folders)})
+
+
+def _given_parent(controller: str) -> Path | None:
+    """Where PARENT_VARIABLE says this process makes cgroups of `controller` ("" for v2)."""
+    try:
+        given = json.loads(os.environ.get(PARENT_VARIABLE, "{}")).get(controller)
+    except (ValueError, AttributeError):
+        return None
+    return Path(given) if isinstance(given, str) and Path(given).is_dir() else None
+
+
 def _pid_namespace() -> int:
     try:
         return os.stat("/proc/self/ns/pid").st_ino
@@ -167,7 +187,7 @@ class Cgroup:
     def _create_v1(cls, name: str, limits: Limits) -> "Cgroup | None":
         made = cls(1)
         for controller in (MEMORY, "pids"):
-            parent = _own_folder(controller)
+            parent = _given_parent(controller) or _own_folder(controller)
             if parent is None or not os.access(parent, os.W_OK):
                 continue
             _sweep(parent)
@@ -260,6 +280,10 @@ class Cgroup:
 
 
 def _removed(folder: Path) -> bool:
+    with contextlib.suppress(OSError):       # a cgroup made below it first (none of ours is)
+        for child in folder.iterdir():
+            if child.is_dir() and child.name.startswith(CGROUP_PREFIX):
+                Cgroup(1, folders=[child]).remove()
     try:
         folder.rmdir()
     except FileNotFoundError:
@@ -273,6 +297,9 @@ def _v2_parents() -> list[Path]:
     """Where a cgroup v2 child with the memory and pids controllers can be made: this process's
     own cgroup when it can hand them down, else the nearest ancestor we may write to that does
     (its own processes keep a cgroup from handing controllers down, except at the root)."""
+    given = _given_parent("")
+    if given is not None:
+        return [given]
     own = _own_folder("")
     mount = _cgroup_mounts().get("")
     if own is None or mount is None:
