@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -135,6 +136,58 @@ def test_memory_held_in_memfds_counts(mode, counted_by):
 def test_memory_mapped_from_a_closed_memfd_counts(counted_by):
     session = run_cells(HOLD_MAPPED, **PROCESS)
     assert ending(session, "1") == "used more than 512 MB of memory"
+
+
+# A process holding 200 MB that starts a child the way subprocess and posix_spawn do (sharing its
+# address space until the exec), held before its exec by opening a FIFO nobody writes to yet; or
+# forks a child that fills 100 MB of its own.
+SPAWNER = code("""
+    import os, sys
+    held = bytearray(200 << 20)
+    for offset in range(0, len(held), 4096):
+        held[offset] = 1
+    if sys.argv[1] == "spawn":
+        print("spawning", flush=True)
+        os.posix_spawn("/bin/true", ["true"], {},
+                       file_actions=[(os.POSIX_SPAWN_OPEN, 3, sys.argv[2], os.O_RDONLY, 0)])
+    elif os.fork() == 0:
+        own = bytearray(100 << 20)
+        for offset in range(0, len(own), 4096):
+            own[offset] = 1
+        print("filled", flush=True)
+    os.read(0, 1)
+""")
+
+
+@pytest.mark.parametrize("start", ["spawn", "fork"])
+def test_a_child_sharing_its_parents_memory_counts_once(start, tmp_path):
+    """The watchdog counts an address space once: a child between vfork and exec shows its
+    parent's memory as its own (CI once stopped a student's 40 `sleep`s for 2 x 300 MB of torch),
+    while a forked child's own pages still count."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    spawner = subprocess.Popen([sys.executable, "-c", SPAWNER, start, str(fifo)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        spawner.stdout.readline()
+        deadline = time.monotonic() + 10
+        while not (children := launch.descendants(spawner.pid)) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)               # the child, at its FIFO or with its 100 MB, stays there
+        alone = measure.memory_held_kb([spawner.pid], read_map_files=False)
+        both = measure.memory_held_kb([spawner.pid, *children], read_map_files=False)
+        assert len(children) == 1 and alone > 200 << 10
+        if start == "spawn":
+            assert measure.same_address_space(children[0], spawner.pid)
+            assert both - alone < 10 << 10, (alone, both)
+        else:
+            assert not measure.same_address_space(children[0], spawner.pid)
+            assert both - alone > 100 << 10, (alone, both)
+    finally:
+        for pid in launch.descendants(spawner.pid):
+            os.kill(pid, signal.SIGKILL)
+        spawner.kill()
+        spawner.wait()
 
 
 # -- processes -------------------------------------------------------------------------------------

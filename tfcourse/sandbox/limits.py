@@ -16,6 +16,8 @@ about what it finds.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import json
 import os
 import signal
@@ -31,6 +33,8 @@ CGROUP_PREFIX = "tfcourse"
 PARENT_VARIABLE = "TFCOURSE_CGROUP_PARENT"
 SHARED_TEMP = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
 SHARED_MEMORY = ("/memfd:", "/dev/shm/", "/SYSV")   # how /proc names shared-memory objects
+KCMP = {"x86_64": 312, "aarch64": 272, "i686": 349}   # kcmp(2) in each system call table
+KCMP_VM = 1
 
 
 @dataclass(frozen=True)
@@ -387,20 +391,38 @@ def _shared_objects(pid: int, read_map_files: bool) -> tuple[dict, bool]:
     return objects, unknown
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def same_address_space(pid: int, other: int) -> bool:
+    """Whether two processes share one address space: a child between vfork and exec (as
+    subprocess and posix_spawn start every program) or one cloned with CLONE_VM. Its status shows
+    the whole of that memory, so it would count twice. kcmp(2) answers where the kernel lets us
+    ask (root; the same user, of a dumpable process; not under Docker's default seccomp profile);
+    where it does not, both count: more, never less."""
+    number = KCMP.get(os.uname().machine)
+    return number is not None and _libc().syscall(number, pid, other, KCMP_VM, 0, 0) == 0
+
+
 def memory_held_kb(pids, read_map_files: bool) -> int:
-    """What the processes hold in memory: each one's anonymous pages, plus every shared-memory
-    object held open or mapped by any of them, counted once and whole (a memfd of 3 GB held by a
-    file descriptor has no resident pages in anyone's RSS). File-backed pages (the torch library,
-    some 230 MB of the CUDA build's) are left out: they are the page cache, shared with the grader
+    """What the processes hold in memory: each address space's anonymous pages (a child that
+    shares its parent's, before its exec, counts once), plus every shared-memory object held open
+    or mapped by any of them, counted once and whole (a memfd of 3 GB held by a file descriptor
+    has no resident pages in anyone's RSS). File-backed pages (the torch library, some 230 MB of
+    the CUDA build's) are left out: they are the page cache, shared with the grader
     and given back under pressure, as a cgroup would reclaim them.
 
     `read_map_files`: whether we may stat /proc/PID/map_files (root may); if not, a process that
     maps a shared object of unknown size counts its resident shared pages (RssShmem) instead.
     """
-    total, objects = 0, {}
+    total, objects, members = 0, {}, set(pids)
     for pid in pids:
         status = _status(pid)
-        total += status.get("RssAnon", 0)
+        parent = status.get("PPid")
+        if parent not in members or not same_address_space(pid, parent):
+            total += status.get("RssAnon", 0)
         held, unknown = _shared_objects(pid, read_map_files)
         objects.update(held)
         if unknown:
