@@ -12,7 +12,8 @@ folder), and the scores of both must be equal.
 Times are wall-clock seconds of the whole command, and CPU seconds of every process that took part
 (bench/proctree.py): for local grading, the command's process tree; on the cluster, the client's
 tree and the scheduler's and workers' trees (graders and sandboxes included), counted from the
-command's start. Starting the cluster is shown apart: it is paid once, not per batch.
+command's start, in cpuacct cgroups where this runs as root on cgroup v1, else sampled. Starting
+the cluster is shown apart: it is paid once, not per batch.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from proctree import ROOT, Usage, cpu_seconds
+from proctree import ROOT, CpuAccount, Usage, cpu_seconds
 
 from tfcourse.sandbox.launch import descendants
 
@@ -39,22 +40,33 @@ def tree(roots: list[int]) -> list[int]:
     return [pid for root in roots for pid in (root, *descendants(root))]
 
 
-def run_watched(command: list[str], roots: list[int], interval: float = 0.2) -> Usage:
-    """Run `command`; its wall time and the CPU seconds its process tree and the trees of
-    `roots` (already running: only what they use from now on counts) used meanwhile."""
+def run_watched(command: list[str], cluster: "Cluster | None", interval: float = 0.2) -> Usage:
+    """Run `command`; its wall time and the CPU seconds its process tree and the `cluster`'s
+    processes (already running: only what they use from now on counts) used meanwhile."""
+    roots = [process.pid for process in cluster.processes] if cluster else []
+    account = CpuAccount.make() if cluster is None or cluster.account else None
     baseline = {pid: cpu_seconds(pid) for pid in tree(roots)}
+    counted_before = cluster.account.seconds() if account and cluster else 0.0
     seen = dict(baseline)
     started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               cwd=ROOT)
-    while process.poll() is None:
-        for pid in [*tree([process.pid]), *tree(roots)]:
+    try:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   cwd=ROOT, preexec_fn=account.enter if account else None)
+        while process.poll() is None:
+            for pid in [*tree([process.pid]), *tree(roots)]:
+                seen[pid] = max(seen.get(pid, 0.0), cpu_seconds(pid))
+            time.sleep(interval)
+        usage = Usage(wall=time.perf_counter() - started)
+        for pid in tree(roots):                    # what the workers did until the last answer
             seen[pid] = max(seen.get(pid, 0.0), cpu_seconds(pid))
-        time.sleep(interval)
-    usage = Usage(wall=time.perf_counter() - started)
-    for pid in tree(roots):                        # what the workers did until the last answer
-        seen[pid] = max(seen.get(pid, 0.0), cpu_seconds(pid))
-    usage.cpu = sum(cpu - baseline.get(pid, 0.0) for pid, cpu in seen.items())
+        usage.cpu = sum(cpu - baseline.get(pid, 0.0) for pid, cpu in seen.items())
+        if account is not None:
+            usage.counted = "cpuacct"
+            usage.cpu = account.seconds() + (cluster.account.seconds() - counted_before
+                                             if cluster else 0.0)
+    finally:
+        if account is not None:
+            account.close()
     if process.returncode:
         raise SystemExit(f"{' '.join(command)} failed with status {process.returncode}")
     return usage
@@ -68,22 +80,24 @@ class Cluster:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         self.address = f"tcp://127.0.0.1:{port}"
-        environment = {**os.environ, "TFCOURSE_COURSE": str(ROOT)}
+        self.account = CpuAccount.make()           # the scheduler's and workers' CPU seconds
         started = time.perf_counter()
+        options = dict(env={**os.environ, "TFCOURSE_COURSE": str(ROOT)},
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       start_new_session=True, preexec_fn=self.account and self.account.enter)
         self.processes = [subprocess.Popen(
             [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
-             "--no-dashboard"], env=environment, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, start_new_session=True)]
+             "--no-dashboard"], **options)]
         self.processes += [subprocess.Popen(
             [str(BIN / "dask"), "worker", self.address, "--nthreads", "1", "--nworkers", "1",
              "--no-dashboard", "--preload", "tfcourse.grading.cluster",
-             "--local-directory", str(folder)], env=environment, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, start_new_session=True) for _ in range(workers)]
+             "--local-directory", str(folder)], **options) for _ in range(workers)]
         from distributed import Client
         with Client(self.address, timeout=60) as client:
             client.wait_for_workers(workers, timeout=120)
         self.start_wall = time.perf_counter() - started
-        self.start_cpu = sum(cpu_seconds(pid) for pid in self.pids)
+        self.start_cpu = self.account.seconds() if self.account else \
+            sum(cpu_seconds(pid) for pid in self.pids)
 
     @property
     def pids(self) -> list[int]:
@@ -94,13 +108,15 @@ class Cluster:
             os.killpg(process.pid, 15)
         for process in self.processes:
             process.wait()
+        if self.account is not None:
+            self.account.close()
 
 
-def grade(submissions: Path, scratch: Path, options: list[str], roots: list[int]
+def grade(submissions: Path, scratch: Path, options: list[str], cluster: "Cluster | None"
           ) -> tuple[Usage, dict[str, float]]:
     out = Path(tempfile.mkdtemp(prefix="graded-", dir=scratch))
     usage = run_watched([sys.executable, "-m", "tfcourse", "grade", str(submissions), "--out",
-                         str(out), "--no-progress", "--force", *options], roots)
+                         str(out), "--no-progress", "--force", *options], cluster)
     scores = {path.parent.name: json.loads(path.read_text())["score"]
               for path in out.rglob("results.json")}
     return usage, scores
@@ -113,12 +129,13 @@ def compare(assignment: str, options, cluster: Cluster, scratch: Path) -> None:
         shutil.copytree(ROOT / "solutions" / assignment, submissions / f"student{index + 1}")
     cases = {f"here, --jobs {options.workers}": ["--jobs", str(options.workers)],
              f"dask, {options.workers} workers": ["--scheduler", cluster.address]}
-    print(f"\n{options.submissions} submissions of {assignment}")
+    print(f"\n{options.submissions} submissions of {assignment} (cpu s: "
+          f"{'cpuacct cgroups' if cluster.account else 'sampled process trees'})")
     print(f"{'':22}  {'wall s':>6}  {'cpu s':>6}  {'cpu s each':>10}  {'submissions/cpu s':>17}")
     found = {}
     for title, arguments in cases.items():
-        roots = [] if "--jobs" in arguments else [p.pid for p in cluster.processes]
-        runs = [grade(submissions, scratch, arguments, roots) for _ in range(options.repeat)]
+        on = None if "--jobs" in arguments else cluster
+        runs = [grade(submissions, scratch, arguments, on) for _ in range(options.repeat)]
         usage, scores = min(runs, key=lambda run: run[0].wall)
         found[title] = scores
         print(f"{title:22}  {usage.wall:6.1f}  {usage.cpu:6.1f}  "

@@ -56,6 +56,22 @@ def train_and_score(seed: int, changes: dict, sequences: int, length: int) -> di
     return {"seed": seed, "accuracy": accuracy, "seconds": seconds, "cpu": cpu, "loss": losses[-1]}
 
 
+KERNELS = ["course", "avx2", "auto"]
+
+
+def use_kernels(choice: str) -> str:
+    """Give this process and the seeds' workers torch's CPU kernels `choice` (one of KERNELS;
+    "course": course.yaml's sandbox.cpu_kernels, as the student's process gets them), before torch
+    is imported; the kernels' name."""
+    from tfcourse.course import load_course
+    from tfcourse.sandbox.launch import kernel_environment
+
+    kernels = load_course(ROOT).sandbox.cpu_kernels if choice == "course" else choice
+    os.environ.pop("ATEN_CPU_CAPABILITY", None)
+    os.environ.update(kernel_environment(kernels))      # the workers inherit it
+    return kernels
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=20, help="how many seeds (default 20)")
@@ -64,7 +80,7 @@ def main() -> int:
                         help="change one entry of the notebook's RECIPE (repeatable)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--sequences", type=int, default=1000)
-    parser.add_argument("--kernels", choices=["course", "avx2", "auto"], default="course",
+    parser.add_argument("--kernels", choices=KERNELS, default="course",
                         help="torch's CPU kernels (default: course.yaml's sandbox.cpu_kernels)")
     parser.add_argument("--first", type=int, default=0, help="the first seed (default 0)")
     parser.add_argument("--margin", type=float, default=0.992,
@@ -75,13 +91,7 @@ def main() -> int:
     if options.steps:
         changes["steps"] = options.steps
 
-    from tfcourse.course import load_course
-    from tfcourse.sandbox.launch import kernel_environment
-
-    kernels = load_course(ROOT).sandbox.cpu_kernels if options.kernels == "course" \
-        else options.kernels
-    os.environ.pop("ATEN_CPU_CAPABILITY", None)
-    os.environ.update(kernel_environment(kernels))      # before torch: the workers inherit it
+    kernels = use_kernels(options.kernels)
     import torch
     print(f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
           f"torch {torch.__version__}, {kernels} kernels "

@@ -14,7 +14,9 @@ a seed above --margin (default: half the bar) is flagged, because a reference th
 the bar would fail some correct students on an unlucky draw. With --real the stand-ins are left out:
 the model and the numbers of the notebook's demo cell.
 
-Each training run uses one torch thread; --workers runs that many seeds at once (one per core).
+Each training run uses one torch thread and the CPU kernels the student's process gets
+(course.yaml's sandbox.cpu_kernels; --kernels auto lets torch choose, for comparison); --workers runs
+that many seeds at once (one per core).
 Training is reported as wall and CPU seconds: on a shared machine the CPU seconds are the figure to
 trust (with one thread, they are what the wall time would be on an idle core).
 """
@@ -30,6 +32,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
+
+from recipe import KERNELS, use_kernels            # bench/, beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "02-layers"
@@ -87,18 +91,23 @@ def main() -> int:
                         help="the notebook's model (real encoder layers), not the check's")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--sequences", type=int, default=2000)
+    parser.add_argument("--kernels", choices=KERNELS, default="course",
+                        help="torch's CPU kernels (default: course.yaml's sandbox.cpu_kernels)")
     parser.add_argument("--margin", type=float, help="flag seeds above this error (default: "
                                                      "half of the check's bar)")
     options = parser.parse_args()
     changes = {name: ast.literal_eval(value)
                for name, value in (item.split("=", 1) for item in options.set)}
 
+    kernels = use_kernels(options.kernels)
     import torch
     from tfcourse.course import load_course
     TRAINED_BAR = load_course(ROOT).regression.max_error
     margin = options.margin if options.margin is not None else TRAINED_BAR / 2
     print(f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
-          f"torch {torch.__version__}; {options.workers} seeds at once, 1 thread each; "
+          f"torch {torch.__version__}, {kernels} kernels "
+          f"({os.environ.get('ATEN_CPU_CAPABILITY', 'torch chooses')}); "
+          f"{options.workers} seeds at once, 1 thread each; "
           f"load average {os.getloadavg()[0]:.1f}")
     print(f"recipe: {'the course recipe' if not changes else changes}; "
           f"{'real encoder layers (the notebook)' if options.real else 'stand-in layers (the check)'}"

@@ -38,7 +38,7 @@ from .keeper import reap
 from .binds import (INSIDE_LIB, INSIDE_PYTHON, INSIDE_WORK, Binds, gpu_binds, interpreter_binds,
                     mask_hidden, system_binds, under)
 from .limits import DISK, MEMORY, PROCESSES, Cgroup, Limits
-from .seccomp import keyring_filter
+from .seccomp import student_filter
 
 HARNESS = ("worker.py", "channel.py")
 # The course's stand-ins (modules the graders put in place of a student's parts), copied beside
@@ -50,6 +50,9 @@ PR_SET_PDEATHSIG = 1
 SANDBOX_FOLDER = "TFCOURSE_SANDBOX_FOLDER"
 ALWAYS_HIDDEN = (Path("/root"), Path("/home"), Path("/tmp"))
 WATCH_SECONDS = 0.2
+# Open files of each student's process. It also bounds what the kernel holds in their sockets' and
+# pipes' buffers, which the watchdog cannot see (about 0.4 MB a socket, 1 MB a pipe at most).
+OPEN_FILES = 256
 DEFAULT_LIMITS = {"memory_mb": 3072, "disk_mb": 256, "processes": 64, "output_kb": 256}
 # sandbox.accept_weaker: how much weaker than bubblewrap course.yaml lets the isolation be.
 WEAKER = {False: 0, "no": 0, True: 1, "process": 1, "same-user": 2}
@@ -457,7 +460,8 @@ class Sandbox:
         maps to import torch, measured on this machine, plus twice the memory limit. None with a
         GPU, whose driver reserves far more address space than it uses."""
         disk = self.config.disk_mb << 20
-        found = {"RLIMIT_CORE": (0, 0), "RLIMIT_FSIZE": (disk, disk)}
+        found = {"RLIMIT_CORE": (0, 0), "RLIMIT_FSIZE": (disk, disk),
+                 "RLIMIT_NOFILE": (OPEN_FILES, OPEN_FILES)}
         footprint = measure.interpreter_footprint_kb(self.drop_to if self.mode == "process"
                                                      else None)
         if footprint and not self.config.gpu:
@@ -507,7 +511,7 @@ class Sandbox:
         passed, arguments_fd, python = [fd_in, fd_out], -1, Path(sys.executable)
         if self.mode == "bwrap":
             arguments, python = self._bwrap_arguments()
-            seccomp_fd = _memory_file(keyring_filter())      # no kernel keyrings (seccomp.py)
+            seccomp_fd = _memory_file(student_filter())      # seccomp.py
             arguments += ["--seccomp", str(seccomp_fd)]
             arguments_fd = _memory_file(b"".join(a.encode() + b"\0" for a in arguments))
             passed += [arguments_fd, seccomp_fd]
@@ -515,7 +519,7 @@ class Sandbox:
                 "cwd": str(self.work), "base": str(self.base), "rlimits": self._rlimits(),
                 "grader": os.getpid(),
                 "user": self.drop_to if self.mode == "process" else None, "fds": passed,
-                "seccomp": keyring_filter().hex() if self.mode == "process" else "",
+                "seccomp": student_filter().hex() if self.mode == "process" else "",
                 "cgroup_procs": self.cgroup.procs_files if self.cgroup else [],
                 "cgroup_folders": [str(f) for f in self.cgroup.folders] if self.cgroup else []}
 

@@ -32,7 +32,8 @@ CGROUP_PREFIX = "tfcourse"
 # Where a grader makes its students' cgroups, when the runner holds it in a cgroup of its own
 PARENT_VARIABLE = "TFCOURSE_CGROUP_PARENT"
 SHARED_TEMP = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
-SHARED_MEMORY = ("/memfd:", "/dev/shm/", "/SYSV")   # how /proc names shared-memory objects
+# How /proc names shared-memory objects ("/dev/zero (deleted)": a shared anonymous mapping)
+SHARED_MEMORY = ("/memfd:", "/dev/shm/", "/SYSV", "/dev/zero")
 KCMP = {"x86_64": 312, "aarch64": 272, "i686": 349}   # kcmp(2) in each system call table
 KCMP_VM = 1
 
@@ -352,8 +353,8 @@ def kill_until_gone(members, rounds: int = 100) -> None:
 
 
 # -- counting without a cgroup -----------------------------------------------------------------
-def _status(pid: int) -> dict[str, int]:
-    """The numeric fields of /proc/PID/status (kB for memory)."""
+def _status(pid: int | str) -> dict[str, int]:
+    """The numeric fields of /proc/PID/status (kB for memory); `pid` may be "PID/task/TID"."""
     found = {}
     for line in _read(Path(f"/proc/{pid}/status")).splitlines():
         key, _, value = line.partition(":")
@@ -368,7 +369,22 @@ def tasks(pids) -> int:
     return sum(_status(pid).get("Threads", 0) for pid in pids)
 
 
-def _shared_objects(pid: int, read_map_files: bool) -> tuple[dict, bool]:
+def _memory_task(pid: int) -> tuple[int | str, dict[str, int]]:
+    """Where to read the memory of process `pid`, and its status: the process itself, or, where
+    its first thread has exited while others run on (its status then shows no memory at all), a
+    live thread's folder ("PID/task/TID"), which shows the memory they share."""
+    status = _status(pid)
+    if "RssAnon" in status:
+        return pid, status
+    with contextlib.suppress(OSError):
+        for thread in os.listdir(f"/proc/{pid}/task"):
+            found = _status(f"{pid}/task/{thread}")
+            if "RssAnon" in found:
+                return f"{pid}/task/{thread}", found
+    return pid, status
+
+
+def _shared_objects(pid: int | str, read_map_files: bool) -> tuple[dict, bool]:
     """The shared-memory objects `pid` holds open or maps: {(device, inode): bytes}, and whether
     it maps one whose size we could not read (then its RssShmem stands in for it)."""
     objects, unknown = {}, False
@@ -419,11 +435,11 @@ def memory_held_kb(pids, read_map_files: bool) -> int:
     """
     total, objects, members = 0, {}, set(pids)
     for pid in pids:
-        status = _status(pid)
+        task, status = _memory_task(pid)
         parent = status.get("PPid")
         if parent not in members or not same_address_space(pid, parent):
             total += status.get("RssAnon", 0)
-        held, unknown = _shared_objects(pid, read_map_files)
+        held, unknown = _shared_objects(task, read_map_files)
         objects.update(held)
         if unknown:
             total += status.get("RssShmem", 0)

@@ -181,7 +181,7 @@ def become_student(spec: dict, fd_in: int, fd_out: int, output: int, ready: int)
 
 # -- the init (PID 1) -----------------------------------------------------------------------------
 def _loopback_up() -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as probe:     # no AF_INET: seccomp.py
         request = struct.pack("16sH14s", b"lo", 0, b"")
         flags = struct.unpack("16sH14s", fcntl.ioctl(probe, SIOCGIFFLAGS, request))[1]
         fcntl.ioctl(probe, SIOCSIFFLAGS, struct.pack("16sH14s", b"lo", flags | IFF_UP, b""))
