@@ -234,10 +234,16 @@ CHEATS = {
         "import base64",
         sdpa('getattr(F, base64.b64decode("c2NhbGVkX2RvdA==").decode())(q, k, v)')],
         SD, ["base64.b64decode", "decodes text"]),
-    "pickle": (["import pickle", sdpa("pickle.loads(b'')(q, k, v)")], SD,
+    "pickle": (["import pickle", sdpa("pickle.loads(b'')(q, k, v)")], ALL,
                ["pickle.loads", "loads pickled objects"]),
-    "ctypes": (["import ctypes", sdpa("q if ctypes.sizeof(ctypes.c_int) else q")], SD,
+    "ctypes": (["import ctypes", sdpa("q if ctypes.sizeof(ctypes.c_int) else q")], ALL,
                ["ctypes.sizeof", "reaches the process's memory directly"]),
+    # A red team's: ctypes puts torch's function into a list that the stub reads, by no name
+    "ctypes writing a list": ([
+        "_box = [None]", sdpa("_box[0](q, k, v)"),
+        "import ctypes\n_fn = getattr(F, ''.join(map(chr, [115, 100])))\n"
+        "ctypes.pythonapi.PyList_SetItem(ctypes.py_object(_box), 0, ctypes.py_object(_fn))"], ALL,
+        ["may be changed by code that uses ctypes.pythonapi", "reaches the process's memory"]),
     "subprocess": ([
         "import subprocess",
         sdpa('q + float(subprocess.run(["python", "-c", "print(1)"]).returncode)')], SD,
@@ -437,14 +443,14 @@ HONEST = {
     "harmless patches, crashes and other processes at the top level (tests/test_hostile.py)": [
         SOLUTION["sdpa-code"],
         """
-        import builtins, ctypes, os, pickle, subprocess, sys
+        import builtins, os, pickle, signal, subprocess, sys
         import importlib.util
         builtins.abs = lambda value: 0
         torch.allclose = lambda *args, **kwargs: True
         graders = importlib.util.find_spec("autograder") is not None
         pid = subprocess.Popen([sys.executable, "-c", "pass"]).pid
         data = pickle.dumps([1, 2])
-        ctypes.string_at(0)
+        os.kill(os.getpid(), signal.SIGSEGV)
         """],
     "a checkpoint saved and loaded in a scratch cell": [
         SOLUTION["sdpa-code"], SOLUTION["mha-code"],
@@ -626,6 +632,10 @@ ENTRY_POINTS = {
     "nn.TransformerEncoderLayer": ("nn.TransformerEncoderLayer(4, 2, 8, batch_first=True)(q)",
                                    ["torch.nn.TransformerEncoderLayer"]),
     "nn.Transformer": ("nn.Transformer(4, 2, 1, 1, 8)", ["torch.nn.Transformer"]),
+    # on another thread, whose stack holds no cell: the standard library's, not torch's, work
+    "a thread pool": ("__import__('concurrent.futures').futures.ThreadPoolExecutor(1).submit("
+                      "F.scaled_dot_product_attention, q, q, q).result()",
+                      ["torch.nn.functional.scaled_dot_product_attention"]),
 }
 HONEST_CALL = "torch.softmax(q @ q.transpose(-1, -2), -1) @ q"
 

@@ -101,6 +101,10 @@ DYNAMIC_PATHS = {
     "zlib": ("decompresses data at run time", False),
     "bz2": ("decompresses data at run time", False),
     "lzma": ("decompresses data at run time", False),
+    # A pickle loaded can call any function (setattr on torch, exec): it can change anything
+    **{f"{module}.{name}": ("loads pickled objects (any function can hide in one, and run)",
+                            True)
+       for module in ("pickle", "_pickle") for name in ("load", "loads", "Unpickler")},
     "pickle": ("loads pickled objects (any function can hide in one)", False),
     "_pickle": ("loads pickled objects (any function can hide in one)", False),
     "copyreg": ("changes how objects are pickled", False),
@@ -112,9 +116,9 @@ DYNAMIC_PATHS = {
     "torch.jit.load": ("loads compiled code", False),
     "torch.package": ("loads pickled objects (any function can hide in one)", False),
     "torch.hub": ("loads code from elsewhere", False),
-    "ctypes": ("reaches the process's memory directly", False),
-    "_ctypes": ("reaches the process's memory directly", False),
-    "cffi": ("reaches the process's memory directly", False),
+    "ctypes": ("reaches the process's memory directly", True),
+    "_ctypes": ("reaches the process's memory directly", True),
+    "cffi": ("reaches the process's memory directly", True),
     "types.FunctionType": ("builds a function from a code object", False),
     "types.LambdaType": ("builds a function from a code object", False),
     "types.CodeType": ("builds a code object", False),

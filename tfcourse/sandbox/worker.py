@@ -279,18 +279,22 @@ class Worker:
             return any(name == last or (pattern is not None and pattern.search(name))
                        for last, pattern in matchers)
 
-        inside_torch = os.path.dirname(torch.__file__) + os.sep
-
         def from_torch() -> bool:
-            """Whether the call comes from torch's own work (registering or looking up its
-            operators, say) rather than from the student's code: the first frame outside torch,
-            going up from the caller, is not a student's cell (it is the import machinery, say).
-            A student's call through torch (CausalBias, a functional wrapper) still counts."""
+            """Whether the call comes from torch's own work at an import (registering or looking
+            up its operators, say) rather than from the student's code: going up from the caller,
+            the import machinery comes before any student's cell. Everything else counts: a call
+            from a cell, through torch (CausalBias, a functional wrapper) or the standard library
+            (functools.partial, a thread pool's worker), and a call on a thread whose stack holds
+            no cell at all (nothing but student code starts threads that call these)."""
             frame = sys._getframe(2)
-            while frame is not None and frame.f_code.co_filename.startswith(inside_torch):
+            while frame is not None:
+                where = frame.f_code.co_filename
+                if where.startswith("<frozen importlib"):
+                    return True
+                if where.startswith("<") and not where.startswith("<frozen"):
+                    return False                    # a student's cell
                 frame = frame.f_back
-            where = frame.f_code.co_filename if frame is not None else ""
-            return not (where.startswith("<") and not where.startswith("<frozen"))
+            return False
 
         def reporting(function, reported: str):
             def wrapped(*args, **kwargs):
