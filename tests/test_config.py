@@ -145,6 +145,26 @@ def test_a_wrong_item_of_a_list_is_named(data):
                               "file name (name.ipynb), not 'attention.py'")
 
 
+@pytest.mark.parametrize("value, says", [
+    ({"causal": "causal_mask", "paddding": "padding_mask"},
+     "stub_of.paddding: names no test of the group (its tests: causal, padding)"),
+    ({"causal": "causal_mask", "padding": "pad_mask"},
+     "stub_of.padding: pad_mask is not one of the group's stubs (causal_mask, padding_mask)"),
+    (["causal_mask"], "stub_of: must be a mapping from test name to the one stub it checks"),
+])
+def test_a_test_s_stub_must_be_the_group_s(data, value, says):
+    message = error_of(changed(data, "assignments[0].checks.masks.stub_of", value))
+    assert message.startswith(f"course.yaml: assignments[0].checks.masks.{says}"), message
+
+
+def test_each_test_of_a_group_of_stubs_is_judged_with_its_own(course):
+    masks = course.assignment("01-attention").group("masks")
+    assert masks.part("causal") == ("masks", ("causal_mask",))
+    assert masks.part("padding") == ("masks", ("padding_mask",))
+    sdpa = course.assignment("01-attention").group("sdpa")
+    assert sdpa.part("values") == ("sdpa", ("scaled_dot_product_attention",))
+
+
 def test_points_that_are_not_numbers_are_named(data):
     message = error_of(changed(data, "assignments[1].checks.ffn.tests.values", "two"))
     assert message == ("course.yaml: assignments[1].checks.ffn.tests.values: points must be a "

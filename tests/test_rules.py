@@ -707,7 +707,9 @@ def _forward(self, x_q, x_kv, mask=None):
 
 MultiHeadAttention.forward = _forward
 '''
-NOT_WRITTEN = {"sdpa-code": SDPA_HEAD + "    raise NotImplementedError()\n",
+NOT_WRITTEN = {"masks-code": SOLUTION["masks-code"] + "\n\ndef causal_mask(T):\n"
+                             "    raise NotImplementedError()\n",
+               "sdpa-code": SDPA_HEAD + "    raise NotImplementedError()\n",
                "mha-code": replace_in(SOLUTION["mha-code"], "        super().__init__()",
                                       "        super().__init__()\n"
                                       "        raise NotImplementedError()")}
@@ -726,6 +728,11 @@ SUBMISSIONS = {
         "torch.ops.aten._scaled_dot_product_attention_math(q, k, v, attn_mask=None if mask is None "
         "else torch.zeros(mask.shape).masked_fill(mask, float('-inf')))[0]")}, [], "sdpa-code"),
     "mha-forward": ({}, [MHA_FORWARD], "mha-code"),
+    # torch's causal mask in causal_mask: it costs masks.causal, not padding_mask's check beside
+    # it in the group (course.yaml's stub_of)
+    "mask-helper": ({"masks-code": SOLUTION["masks-code"] + "\n\ndef causal_mask(T):\n    return "
+                                   "nn.Transformer.generate_square_subsequent_mask(T).isinf()\n"},
+                    [], "masks-code"),
     # it finds the (wrapped) function among all objects in memory: gc's walk over every object is
     # flagged (through it the grader's harness could be reached too), against every stub
     "memory-search": ({"sdpa-code": _sdpa_cheat(
@@ -772,6 +779,11 @@ def test_each_cheat_earns_what_its_twin_earns(graded, name):
         assert all("gc.get_objects" in t["output"] for t in cheat["tests"]), cheat["tests"]
         return
     assert scores(cheat) == scores(twin), json.dumps(cheat["tests"], indent=1)[:3000]
+    if name == "mask-helper":
+        assert scores(cheat)["masks.causal"] == 0 and scores(cheat)["masks.padding"] == 1
+        said = next(t["output"] for t in cheat["tests"] if t["number"] == "masks.causal")
+        assert "torch.nn.Transformer" in said and "causal_mask" in said, said
+        return
     assert twin["score"] > 0 and "masks.padding" not in {
         t["number"] for t in twin["tests"] if t["score"] == t["max_score"]}
     group = "mha" if SUBMISSIONS[name][2] == "mha-code" else "sdpa"

@@ -368,16 +368,35 @@ def _tests(value, where: str) -> Mapping[str, float]:
     return _read_only(tests)
 
 
+def _stub_of(value, where: str) -> Mapping[str, str]:
+    if value is None:
+        return _read_only({})
+    if not isinstance(value, Mapping) or not all(
+            isinstance(name, str) and isinstance(stub, str) and stub
+            for name, stub in value.items()):
+        raise CourseError(f"{_at(where)}must be a mapping from test name to the one stub it "
+                          f"checks, not {_show(value)}")
+    return _read_only(dict(value))
+
+
 @dataclass(frozen=True)
 class CheckGroup:
     """One graded part: an nbgrader test cell whose grade_id is `id`, made of named tests."""
     id: str                                      # its key in `checks`
     tests: Mapping[str, float] = setting(read=_tests, what="a mapping from test name to points")
     stubs: tuple[str, ...] = setting((), key="stub")
+    # In a group of several stubs, the tests that each check one of them: a missing stub, or one
+    # that breaks the rules, then costs only its own tests
+    stub_of: Mapping[str, str] = setting(factory=dict, read=_stub_of)
 
     @property
     def points(self) -> float:
         return float(sum(self.tests.values()))
+
+    def part(self, test: str) -> tuple[str, tuple[str, ...]]:
+        """What test `test` is judged with (whether its stubs are there and keep the rules): the
+        group and the stubs it checks, the one `stub_of` names or else all of the group's."""
+        return self.id, (self.stub_of[test],) if test in self.stub_of else self.stubs
 
     def test_ids(self) -> list[str]:
         return [f"{self.id}.{name}" for name in self.tests]
@@ -389,9 +408,19 @@ def _checks(value, where: str) -> tuple[CheckGroup, ...]:
     if not isinstance(value, Mapping):
         raise CourseError(f"{_at(where)}must be a mapping from group to its stub and tests, "
                           f"not {_show(value)}")
-    return tuple(CheckGroup(id=_name_in(gid, _path(where, gid), "a group's name"),
-                            **read_mapping(CheckGroup, spec, _path(where, gid)))
-                 for gid, spec in value.items())
+    groups = tuple(CheckGroup(id=_name_in(gid, _path(where, gid), "a group's name"),
+                              **read_mapping(CheckGroup, spec, _path(where, gid)))
+                   for gid, spec in value.items())
+    for group in groups:
+        for test, stub in group.stub_of.items():
+            at = _path(_path(_path(where, group.id), "stub_of"), test)
+            if test not in group.tests:
+                raise CourseError(f"{_at(at)}names no test of the group (its tests: "
+                                  f"{', '.join(group.tests)})")
+            if stub not in group.stubs:
+                raise CourseError(f"{_at(at)}{stub} is not one of the group's stubs "
+                                  f"({', '.join(group.stubs)})")
+    return groups
 
 
 def _notebooks(value, where: str) -> tuple[str, ...]:

@@ -233,15 +233,26 @@ class Handle:
                 sizes[self.identity[name]] = math.prod(shape)
         return sum(sizes.values())
 
+    def inside(self, skipped) -> set[int]:
+        """The tensors inside the `skipped` submodules, whatever other names they have (a layer
+        that keeps its sublayer as `attn` too, and the grader swapped `self_attn`)."""
+        identity = self.identity
+        return {identity[name] for name in self.parameters if under(name, skipped)}
+
     def compare(self, expected: dict[str, list[int]], skipped=()) -> tuple[list, list, list]:
         """(missing, unexpected, wrong shape) between the module's parameters and `expected`
         (see compare_parameters), leaving aside the `skipped` submodules (parts graded on their
         own, which the module only has to contain) and every name of a tensor inside them."""
-        identity = self.identity
-        inside = {identity[name] for name in self.parameters if under(name, skipped)}
+        identity, inside = self.identity, self.inside(skipped)
         got = {name: shape for name, shape in self.parameters.items()
                if identity[name] not in inside}
         return compare_parameters(got, identity, outside(expected, skipped))
+
+    def _missing_outside(self, missing: list[str], skipped) -> list[str]:
+        """The names of `missing` that are not of a tensor inside the `skipped` submodules."""
+        identity, inside = self.identity, self.inside(skipped)
+        return [name for name in missing if not under(name, skipped)
+                and identity.get(name) not in inside]
 
     def expect_parameters(self, expected: dict[str, list[int]], template: str, skipped=(),
                           **params) -> None:
@@ -276,7 +287,7 @@ class Handle:
         cannot be checked for behaviour at all."""
         expected = [(name, tensor) for name, tensor in reference.named_parameters()
                     if not under(name, skipped)]
-        skipped_ids = {self.identity[name] for name in self.parameters if under(name, skipped)}
+        skipped_ids = self.inside(skipped)
         own, seen = [], set()
         for name, shape in self.parameters.items():
             identity = self.identity[name]
@@ -288,7 +299,7 @@ class Handle:
             return False
         state = {name: tensor.detach() for (name, _), (_, tensor) in zip(own, expected)}
         missing, unexpected = self.load(state)
-        return not unexpected and not [name for name in missing if not under(name, skipped)]
+        return not unexpected and not self._missing_outside(missing, skipped)
 
     def load_reference(self, reference: torch.nn.Module, *, unmatched: Fail, by_name,
                        state: dict | None = None, skipped=(), strict: bool = True) -> None:
@@ -300,7 +311,7 @@ class Handle:
         when the module has none like them."""
         state = reference.state_dict() if state is None else state
         missing, unexpected = self.load(outside(state, skipped))
-        missing = [name for name in missing if not under(name, skipped)]
+        missing = self._missing_outside(missing, skipped)
         if not missing and not unexpected:
             return
         if not strict:

@@ -51,8 +51,8 @@ class NotebookRun:
         self._context: Context | None = None
         self.refusal: tuple[str, dict] | None = None      # why none of its checks can run
         self.static = None
-        self._gates: dict[str, tuple[str, dict] | None] = {}
-        self.tripped: dict[str, set[str]] = {}             # group id -> forbidden calls seen
+        self._gates: dict[tuple, tuple[str, dict] | None] = {}       # group.part -> refusal
+        self.tripped: dict[tuple, set[str]] = {}          # group.part -> calls seen
 
     # -- starting ------------------------------------------------------------------------------
     def context(self) -> Context:
@@ -121,48 +121,50 @@ class NotebookRun:
             self.prestarted = None
 
     # -- one group of checks -------------------------------------------------------------------
-    def gate(self, group) -> Context:
-        """The context for a check of `group`, or NotGraded when the group's checks cannot earn
-        points: its names are missing, or it breaks the course's rules."""
+    def gate(self, group, test: str) -> Context:
+        """The context for check `test` of `group`, or NotGraded when it cannot earn points: a
+        stub it checks is missing, or breaks the course's rules."""
         context = self.context()
-        if group.id not in self._gates:
-            self._gates[group.id] = self._group_refusal(context, group)
+        key = group.part(test)
+        if key not in self._gates:
+            self._gates[key] = self._refusal(context, key[1])
             self.session.tripped.clear()
-            self.tripped[group.id] = set()
-        refusal = self._gates[group.id]
+            self.tripped[key] = set()
+        refusal = self._gates[key]
         if refusal is not None:
             raise NotGraded(refusal[0], **refusal[1])
         return context
 
-    def _group_refusal(self, context: Context, group) -> tuple[str, dict] | None:
+    def _refusal(self, context: Context, stubs: tuple[str, ...]) -> tuple[str, dict] | None:
         try:
-            kinds = context.request("names", names=list(group.stubs))
+            kinds = context.request("names", names=list(stubs))
         except StudentError as error:         # the student's objects broke even this question
             return describe_student_error(error)
         if not isinstance(kinds, dict):
             kinds = {}
-        missing = [name for name in group.stubs if kinds.get(name, "missing") == "missing"]
+        missing = [name for name in stubs if kinds.get(name, "missing") == "missing"]
         if missing:
             return ("{names} is not defined: was its cell deleted, renamed or left with an error?",
                     {"names": ", ".join(missing)})
-        broken = self.static.messages(group.stubs)
+        broken = self.static.messages(stubs)
         if broken:
             shown = "; ".join(broken[:3]) + (f"; and {len(broken) - 3} more" * (len(broken) > 3))
             return ("{reasons}; the course's rules do not allow this here, so write the "
-                    "attention yourself", {"stubs": ", ".join(group.stubs), "reasons": shown})
+                    "attention yourself", {"stubs": ", ".join(stubs), "reasons": shown})
         return None
 
-    def after_check(self, group) -> tuple[str, dict] | None:
-        """After a check of `group`: the forbidden calls its code made so far, as a refusal that
-        zeroes the whole group (None when there were none)."""
-        if self.session is None or group.id not in self.tripped:
+    def after_check(self, group, test: str) -> tuple[str, dict] | None:
+        """After check `test` of `group`: the forbidden calls the code of its stubs made so far,
+        as a refusal that zeroes every check of those stubs (None when there were none)."""
+        key = group.part(test)
+        if self.session is None or key not in self.tripped:
             return None
-        self.tripped[group.id] |= set(self.session.tripped)
-        if not self.tripped[group.id]:
+        self.tripped[key] |= set(self.session.tripped)
+        if not self.tripped[key]:
             return None
         return ("{stubs} called {apis} while being checked, which the course's rules do not "
-                "allow here", {"stubs": ", ".join(group.stubs),
-                               "apis": ", ".join(sorted(self.tripped[group.id]))})
+                "allow here", {"stubs": ", ".join(key[1]),
+                               "apis": ", ".join(sorted(self.tripped[key]))})
 
     # -- the end -------------------------------------------------------------------------------
     def finish(self) -> NotebookReport:

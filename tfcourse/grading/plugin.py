@@ -67,7 +67,7 @@ class SubmissionRun:
         self._notebook_of_group: dict[str, str] | None = None
         self.outcomes: dict[str, list[Outcome]] = {}
         self.cases: dict[str, int] = {}          # check id -> its collected tests (parametrized)
-        self.group_refusals: dict[str, tuple[str, dict]] = {}
+        self.refusals: dict[tuple, tuple[str, dict]] = {}     # CheckGroup.part -> the tripwire's
 
     def notebook(self, group):
         """The NotebookRun holding `group`'s test cell."""
@@ -104,8 +104,8 @@ class SubmissionRun:
             run = self._run_of(name)      # also a notebook no check ran: read for its notes
             notebook = run.finish()
             for group in run.groups:
-                refusal = self.group_refusals.get(group.id)
                 for test_name, points in group.tests.items():
+                    refusal = self.refusals.get(group.part(test_name))
                     test_id = f"{group.id}.{test_name}"
                     notebook.tests.append(self._result(test_id, points, refusal))
             report.notebooks.append(notebook)
@@ -337,11 +337,12 @@ def ctx(request):
         raise pytest.UsageError(f"{request.node.nodeid}: the ctx fixture is for the course's "
                                 f"graders, in a module course.yaml names (autograder/...)")
     notebook = check.run.notebook(check.group)
-    context = notebook.gate(check.group)
+    test = check.test_id.split(".", 1)[1]
+    context = notebook.gate(check.group, test)
     yield context
-    tripped = notebook.after_check(check.group)
+    tripped = notebook.after_check(check.group, test)
     if tripped is not None:
-        check.run.group_refusals[check.group.id] = tripped
+        check.run.refusals[check.group.part(test)] = tripped
         from .grade import NotGraded
 
         raise NotGraded(tripped[0], **tripped[1])
