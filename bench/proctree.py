@@ -10,7 +10,6 @@ process that lives longer than that, and the tables say which was used.
 """
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import subprocess
@@ -66,13 +65,13 @@ class CpuAccount:
     def close(self) -> None:
         """Remove the cgroup once the processes in it are gone (a killed one takes a moment)."""
         for _ in range(100):
-            with contextlib.suppress(FileNotFoundError):
-                try:
-                    self.folder.rmdir()
-                except OSError:              # busy: a process is still ending
-                    time.sleep(0.05)
-                    continue
-            return
+            try:
+                self.folder.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:                  # busy: a process is still ending
+                time.sleep(0.05)
 
 
 def cpu_seconds(pid: int) -> float:
