@@ -540,9 +540,11 @@ def test_moved_and_edited_cells_are_restored_or_run(main_batch):
 def test_deleted_cells_cost_only_their_own_points(main_batch):
     results = main_batch.results("deleted")
     assert lost(results) == {"masks.causal", "masks.padding"}
-    assert set(main_batch.messages("deleted")[t] for t in lost(results)) == {
-        "causal_mask, padding_mask is not defined: was its cell deleted, renamed or left with "
-        "an error?"}
+    said = main_batch.messages("deleted")                # each test names its own stub
+    assert {test: said[test] for test in lost(results)} == {
+        f"masks.{test}": f"{stub} is not defined: was its cell deleted, renamed or left with an "
+                         f"error?" for test, stub in (("causal", "causal_mask"),
+                                                      ("padding", "padding_mask"))}
     assert "the answer cell masks-code is not in the notebook" in results["output"]
 
 

@@ -194,6 +194,14 @@ CHEATS = {
         "import operator", sdpa('operator.attrgetter("scaled_dot_product_attention")(F)(q, k, v)')],
         SD, ["operator.attrgetter (cell 2, line 3), which looks up a member by a name given at run "
              "time"]),
+    "string.Formatter": ([
+        "import string",
+        sdpa("string.Formatter().get_field('0.' + 'noitnetta_tcudorp_tod_delacs'[::-1], (F,), "
+             "{})[0](q, k, v)")], SD, ["string.Formatter (cell 2, line 3)", "get_field"]),
+    "the import machinery": ([
+        "import _frozen_importlib as boot",
+        sdpa("boot._call_with_frames_removed(torch.softmax, q, -1)")], SD,
+        ["_frozen_importlib._call_with_frames_removed", "reaches the import machinery"]),
     "vars of a torch module": ([sdpa('vars(F)["scaled_dot_" + "product_attention"](q, k, v)')], SD,
                                ["vars() on torch.nn.functional (cell 1, line 3), which reaches an "
                                 "object's members as a dictionary"]),
@@ -636,6 +644,10 @@ ENTRY_POINTS = {
     "a thread pool": ("__import__('concurrent.futures').futures.ThreadPoolExecutor(1).submit("
                       "F.scaled_dot_product_attention, q, q, q).result()",
                       ["torch.nn.functional.scaled_dot_product_attention"]),
+    # through the import machinery's helper, called with no import under way (a red team's)
+    "the import machinery": ("__import__('_frozen_importlib')._call_with_frames_removed("
+                             "F.scaled_dot_product_attention, q, q, q)",
+                             ["torch.nn.functional.scaled_dot_product_attention"]),
 }
 HONEST_CALL = "torch.softmax(q @ q.transpose(-1, -2), -1) @ q"
 

@@ -23,7 +23,7 @@ import pytest
 
 from conftest import ROOT, survivors, zygote_for_sandbox
 
-from tfcourse.sandbox import binds, launch, seccomp
+from tfcourse.sandbox import binds, forked, launch, seccomp
 from tfcourse.sandbox import limits as measure
 from tfcourse.sandbox.launch import Sandbox, SandboxConfig, bwrap_works, choose_isolation
 from tfcourse.sandbox.limits import Cgroup, Limits
@@ -60,6 +60,10 @@ def counted_by(request, monkeypatch):
     watchdog alone, as on a machine where none can be made."""
     if request.param == "cgroup" and not machine_has_cgroups():
         pytest.skip("no cgroup can be made here")
+    mode = getattr(request.node, "callspec", None) and request.node.callspec.params.get("mode")
+    if request.param == "watchdog" and mode and mode.get("forked"):
+        pytest.skip("a student is forked only into a cgroup; without one it starts afresh "
+                    "(test_without_a_cgroup_a_student_starts_afresh_with_no_socket)")
     if request.param == "watchdog":
         monkeypatch.setattr(Cgroup, "create", classmethod(lambda cls, limits: None))
     return request.param
@@ -717,6 +721,41 @@ def test_keyrings_system_v_ipc_io_uring_and_the_network_are_closed(mode):
         "AF_UNIX": "allowed", "open files": [launch.OPEN_FILES] * 2}
 
 
+SOCKETS = code("""
+    import json, socket
+    said = {}
+    for name, make in (("socketpair", socket.socketpair),
+                       ("AF_UNIX", lambda: socket.socket(socket.AF_UNIX))):
+        try:
+            made = make()
+            said[name] = "allowed"
+        except OSError as error:
+            said[name] = error.strerror
+    raise RuntimeError(json.dumps(said))
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES)
+def test_without_a_cgroup_a_student_starts_afresh_with_no_socket(mode, monkeypatch):
+    """Where no cgroup counts memory, the watchdog cannot see what sockets hold (their buffers, a
+    memfd in flight in one): the student gets no socket at all, and is never forked from a
+    zygote (whose filter allows AF_UNIX) but started afresh."""
+    if mode.get("forked"):
+        config = SandboxConfig(**{**SMALL, "isolation": "bwrap"})
+        with zygote_for_sandbox(config):
+            monkeypatch.setattr(Cgroup, "create", classmethod(lambda cls, limits: None))
+            session = run_cells(SOCKETS, FORKED_CHECK, isolation="bwrap")
+            assert forked._BROKEN == ["no cgroup can hold a forked student's memory"]
+            forked._BROKEN.clear()
+        assert "zygote.py" not in next(o for o in session.outcomes
+                                       if o.label == "2").error["message"]
+    else:
+        monkeypatch.setattr(Cgroup, "create", classmethod(lambda cls, limits: None))
+        session = run_cells(SOCKETS, **mode)
+    assert reported(session, "1") == {"socketpair": DENIED, "AF_UNIX": DENIED}
+
+
 def _decide(program: bytes, arch: str, number: int, first: int = 0) -> str:
     """What the classic BPF `program` answers for a call on `arch` (a small interpreter of the
     instructions seccomp.py uses)."""
@@ -740,7 +779,12 @@ def _decide(program: bytes, arch: str, number: int, first: int = 0) -> str:
 @pytest.mark.parametrize("arch", list(seccomp.AUDIT_ARCH))
 def test_the_filter_decides_each_table_s_calls(arch):
     """Every architecture's table, the ones this machine cannot run too: the denied calls fail,
-    socket() only for families other than AF_UNIX, and the calls around them are allowed."""
+    socket() only for families other than AF_UNIX, and the calls around them are allowed;
+    without AF_UNIX (no cgroup), socket() and socketpair() fail whatever the family."""
+    strict = seccomp.student_filter(unix_sockets=False)
+    for call in (seccomp.SOCKET[arch], seccomp.SOCKETPAIR[arch]):
+        assert _decide(strict, arch, call, first=1) == "EPERM"
+    assert _decide(strict, arch, 0) == "allow"
     program = seccomp.student_filter()
     for number in seccomp.denied(arch):
         assert _decide(program, arch, number) == "EPERM", number

@@ -133,6 +133,9 @@ class ZygoteHost(Sandbox):
     def _orphans(self, table=None) -> list[int]:
         return []        # the runner's other children are not this zygote's
 
+    def _unix_sockets(self) -> bool:
+        return True      # its students, who inherit its filter, are forked into cgroups only
+
     def usable(self) -> bool:
         """Whether graders may still be sent to it: alive, and not refused at its start."""
         if self._ready_fd >= 0:
@@ -323,7 +326,14 @@ class ForkedSandbox(Sandbox):
         # As a fresh sandbox counts: its bwrap is one process more in the cgroup than the init.
         limits = self.config.limits
         self.cgroup = Cgroup.create(dataclasses.replace(limits, processes=limits.processes - 1))
-        folders = self.cgroup.folders if self.cgroup else []
+        if self.cgroup is None or self.cgroup.memory is None:
+            # The zygote's filter allows AF_UNIX sockets, whose buffers only a cgroup counts: a
+            # fresh sandbox's filter, without a cgroup, allows none (seccomp.py)
+            if self.cgroup is not None:
+                self.cgroup.remove()
+                self.cgroup = None
+            raise ZygoteFailed("no cgroup can hold a forked student's memory")
+        folders = self.cgroup.folders
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         to_child_r, to_child_w = os.pipe()

@@ -50,8 +50,7 @@ PR_SET_PDEATHSIG = 1
 SANDBOX_FOLDER = "TFCOURSE_SANDBOX_FOLDER"
 ALWAYS_HIDDEN = (Path("/root"), Path("/home"), Path("/tmp"))
 WATCH_SECONDS = 0.2
-# Open files of each student's process. It also bounds what the kernel holds in their sockets' and
-# pipes' buffers, which the watchdog cannot see (about 0.4 MB a socket, 1 MB a pipe at most).
+# Open files of each student's process (a student has no use for more)
 OPEN_FILES = 256
 DEFAULT_LIMITS = {"memory_mb": 3072, "disk_mb": 256, "processes": 64, "output_kb": 256}
 # sandbox.accept_weaker: how much weaker than bubblewrap course.yaml lets the isolation be.
@@ -505,13 +504,19 @@ class Sandbox:
         self._watchdog = threading.Thread(target=self._watch, daemon=True)
         self._watchdog.start()
 
+    def _unix_sockets(self) -> bool:
+        """Whether the student's code may make AF_UNIX sockets: where a cgroup counts what their
+        buffers hold (seccomp.py)."""
+        return self.cgroup is not None and self.cgroup.memory is not None
+
     def _keeper_spec(self, fd_in: int, fd_out: int) -> dict:
         """What the keeper is told: the command, its folder, limits, user and cgroup, and the file
         descriptors it hands on (the channel's ends; bwrap's options)."""
         passed, arguments_fd, python = [fd_in, fd_out], -1, Path(sys.executable)
+        calls = student_filter(self._unix_sockets())
         if self.mode == "bwrap":
             arguments, python = self._bwrap_arguments()
-            seccomp_fd = _memory_file(student_filter())      # seccomp.py
+            seccomp_fd = _memory_file(calls)
             arguments += ["--seccomp", str(seccomp_fd)]
             arguments_fd = _memory_file(b"".join(a.encode() + b"\0" for a in arguments))
             passed += [arguments_fd, seccomp_fd]
@@ -519,7 +524,7 @@ class Sandbox:
                 "cwd": str(self.work), "base": str(self.base), "rlimits": self._rlimits(),
                 "grader": os.getpid(),
                 "user": self.drop_to if self.mode == "process" else None, "fds": passed,
-                "seccomp": student_filter().hex() if self.mode == "process" else "",
+                "seccomp": calls.hex() if self.mode == "process" else "",
                 "cgroup_procs": self.cgroup.procs_files if self.cgroup else [],
                 "cgroup_folders": [str(f) for f in self.cgroup.folders] if self.cgroup else []}
 

@@ -279,22 +279,20 @@ class Worker:
             return any(name == last or (pattern is not None and pattern.search(name))
                        for last, pattern in matchers)
 
+        inside_torch = os.path.dirname(torch.__file__) + os.sep
+
         def from_torch() -> bool:
-            """Whether the call comes from torch's own work at an import (registering or looking
-            up its operators, say) rather than from the student's code: going up from the caller,
-            the import machinery comes before any student's cell. Everything else counts: a call
-            from a cell, through torch (CausalBias, a functional wrapper) or the standard library
-            (functools.partial, a thread pool's worker), and a call on a thread whose stack holds
-            no cell at all (nothing but student code starts threads that call these)."""
-            frame = sys._getframe(2)
-            while frame is not None:
-                where = frame.f_code.co_filename
-                if where.startswith("<frozen importlib"):
-                    return True
-                if where.startswith("<") and not where.startswith("<frozen"):
-                    return False                    # a student's cell
-                frame = frame.f_back
-            return False
+            """Whether the call is torch's own work at an import (registering or looking up its
+            operators, say) rather than the student's: going up from the caller, only torch's
+            frames, then the top level of one of torch's modules, run by the import machinery.
+            Everything else counts: a call from a cell, through torch (CausalBias, a functional
+            wrapper) or the standard library (functools.partial, a thread pool's worker, the
+            import machinery's own helpers called directly), a thread with no cell at all."""
+            frame, last = sys._getframe(2), None
+            while frame is not None and frame.f_code.co_filename.startswith(inside_torch):
+                frame, last = frame.f_back, frame
+            return (frame is not None and last is not None and last.f_code.co_name == "<module>"
+                    and frame.f_code.co_filename.startswith("<frozen importlib"))
 
         def reporting(function, reported: str):
             def wrapped(*args, **kwargs):
