@@ -6,8 +6,8 @@ cgroup v1: memory.limit_in_bytes, memory.memsw.limit_in_bytes, pids.max). Everyt
 starts stays in it, however it forks, and the kernel stops it at the limit. Where no cgroup can be
 made (an unprivileged user, a container), the watchdog counts what the processes really hold:
 each address space's anonymous pages, and each shared-memory object (memfd, /dev/shm, a shared
-anonymous mapping) they hold open or mapped, once; not kernel memory such as socket buffers (the
-sandbox bounds those by the open files it allows, launch.py). Disk is a size-limited tmpfs in
+anonymous mapping) they hold open or mapped, once; not kernel memory such as socket buffers (so
+there student code gets no socket at all, seccomp.py). Disk is a size-limited tmpfs in
 bubblewrap; in a plain process, the watchdog adds up the work folder and what the sandbox user
 left in the machine's shared temporary folders. The address-space backstop comes from what this
 interpreter maps to import torch, measured once.
