@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 
 from .binds import INSIDE_LIB
-from .launch import (SANDBOX_FOLDER, Sandbox, SandboxConfig, _die_with_grader, _memory_file,
-                     course_standins)
+from .launch import (NOT_ORPHANS, SANDBOX_FOLDER, Sandbox, SandboxConfig, _die_with_grader,
+                     _memory_file, course_standins)
 from .limits import Cgroup
 
 ZYGOTE_VARIABLE = "TFCOURSE_ZYGOTE"       # "FD:KEY": the zygote's control socket, for a grader
@@ -119,6 +119,7 @@ class ZygoteHost(Sandbox):
                 [sys.executable, "-I", "-S", str(self.base / "keeper.py")], pass_fds=spec["fds"],
                 stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, cwd=self.base,
                 env=self._environment(), start_new_session=True, preexec_fn=_die_with_grader)
+        NOT_ORPHANS.add(self.process.pid)      # for this process's own sandboxes, if any
         theirs.detach()                         # closed with the others just below
         for fd in spec["fds"]:
             os.close(fd)
@@ -166,6 +167,8 @@ class ZygoteHost(Sandbox):
             except subprocess.TimeoutExpired:
                 pass
         super().close()
+        if self.process is not None:
+            NOT_ORPHANS.discard(self.process.pid)
 
 
 _HOSTS = threading.local()

@@ -52,6 +52,9 @@ ALWAYS_HIDDEN = (Path("/root"), Path("/home"), Path("/tmp"))
 WATCH_SECONDS = 0.2
 # Open files of each student's process (a student has no use for more)
 OPEN_FILES = 256
+# Children of this process that are no sandbox's orphans: the keepers of the zygotes it holds
+# (forked.py), where it also opens sandboxes of its own (tests do)
+NOT_ORPHANS: set[int] = set()
 DEFAULT_LIMITS = {"memory_mb": 3072, "disk_mb": 256, "processes": 64, "output_kb": 256}
 # sandbox.accept_weaker: how much weaker than bubblewrap course.yaml lets the isolation be.
 WEAKER = {False: 0, "no": 0, True: 1, "process": 1, "same-user": 2}
@@ -672,11 +675,12 @@ class Sandbox:
         """Processes that escaped to us as their subreaper (when the keeper itself was killed).
 
         The grader process that owns a sandbox has no other children, so any child but the
-        sandbox's keeper is something the student left behind.
+        sandbox's keeper (or the keeper of a zygote this process holds: NOT_ORPHANS) is something
+        the student left behind.
         """
         table = _process_table() if table is None else table
         me = os.getpid()
-        known = {self.process.pid} if self.process else set()
+        known = ({self.process.pid} if self.process else set()) | NOT_ORPHANS
         found = []
         for pid, parent in table.items():
             if parent == me and pid not in known:

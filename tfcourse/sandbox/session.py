@@ -151,10 +151,10 @@ class StudentSession:
 
     def close(self) -> None:
         if self._sandbox is not None:
+            self._sandbox.close()        # first: it reads its cgroup's peak one last time
             self.peak_rss_kb = max(self.peak_rss_kb, self._sandbox.peak_rss_kb)
             self.output_tail = self._sandbox.output[-4000:].decode("utf-8", "replace")
             self.output_dropped += self._sandbox.output_dropped
-            self._sandbox.close()
             self._sandbox = None
 
     # -- requests -----------------------------------------------------------------------------
