@@ -79,10 +79,12 @@ def lost_points(results: dict, skipped: set[str]) -> set[str]:
             if test["score"] < test["max_score"] and test["number"] not in skipped}
 
 
-def grade_batches(course, items, root: Path, build) -> dict[str, tuple[dict, set[str]]]:
+def grade_batches(course, items, root: Path, build,
+                  untrained=(TRAINING,)) -> dict[str, tuple[dict, set[str]]]:
     """Grade submissions as a class is graded, two at a time: `build(folder, item)` makes one for
     each item (a bug, an alternative: with a `name`, and `train` when the training check counts).
-    Those that do not train are graded without it. item name -> (results, the checks skipped)."""
+    Those that do not train are graded without the checks in `untrained`. item name -> (results,
+    the checks skipped)."""
     import json
 
     from tfcourse.grading.runner import grade_many
@@ -91,7 +93,7 @@ def grade_batches(course, items, root: Path, build) -> dict[str, tuple[dict, set
     for train in (False, True):
         folders = [build(root / "submissions" / item.name, item)
                    for item in items if item.train == train]
-        skip = [] if train else [TRAINING]
+        skip = [] if train else list(untrained)
         for outcome in grade_many(course, folders, root / "graded", jobs=2, lang="en",
                                   progress=False, skip=skip):
             results = json.loads((outcome.folder / "results.json").read_text())
