@@ -146,3 +146,31 @@ def test_report_of_a_class_drawn_from_the_catalogue(course, tmp_path):
                 assert sum(count for (test, kind), count in counted.items() if test == check
                            and all(word.lower() in kind.lower() for word in words)) >= \
                     frequency[bug.name], (bug.name, check)
+
+
+def test_report_of_a_feedback_services_state(tmp_path):
+    """A service's state folder: the class as it stands (each student's last graded submission),
+    submissions per hour, and how many submissions each check took to pass."""
+    state = tmp_path / "state"
+    (state / "records").mkdir(parents=True)
+    submissions = [("alice", 1000.0, {"a": NO_SCALE, "b": None}),
+                   ("alice", 5000.0, {"a": None, "b": None}),
+                   ("bob", 2000.0, {"a": None, "b": SLOW}),
+                   ("carol", 3000.0, None)]                     # not graded (limited, say)
+    for number, (student, received, checks) in enumerate(submissions):
+        key = f"{student}+01+{number}"
+        (state / "records" / f"{key}.json").write_text(json.dumps(
+            {"key": key, "student": student, "assignment": "01", "received": received}))
+        if checks:
+            results(state / "results" / key, "01", checks)
+    (state / "records" / "junk.json").write_text("[]")
+    assert main(["--course", str(tmp_path), "report", str(state), "--out",
+                 str(tmp_path / "report")]) == 0
+    folder = tmp_path / "report" / "01"
+    rows = {row["check"]: row for row in csv.DictReader((folder / "checks.csv").open())}
+    assert (rows["a"]["passed"], rows["a"]["graded"]) == ("2", "2")     # alice's last, and bob
+    tries = {row["check"]: row for row in csv.DictReader((folder / "tries.csv").open())}
+    assert (tries["a"]["first_try"], tries["a"]["later"], tries["a"]["never"]) == ("1", "2", "0")
+    assert (tries["b"]["first_try"], tries["b"]["never"]) == ("1", "1")
+    assert (folder / "per-hour.png").stat().st_size > 0
+    assert "junk" in (tmp_path / "report" / "index.html").read_text()

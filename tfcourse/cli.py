@@ -106,13 +106,18 @@ def cmd_feedback_service(options) -> int:
 
 
 def cmd_report(options) -> int:
-    from .insights.classreport import read_class, write_report
+    from .insights.classreport import latest, read_class, read_service, write_report
 
     try:
         course = _course(options)
     except CourseError:
         course = None                   # a report of results alone: check ids, no titles
-    graded, problems = read_class(options.graded)
+    attempts = None
+    if (options.graded / "records").is_dir() and (options.graded / "results").is_dir():
+        attempts, problems = read_service(options.graded)      # a feedback service's state
+        graded = latest(attempts)
+    else:
+        graded, problems = read_class(options.graded)
     for line in problems:
         print(f"not read: {line}", file=sys.stderr)
     if not graded:
@@ -120,7 +125,7 @@ def cmd_report(options) -> int:
               f"`tfcourse grade --out` writes)", file=sys.stderr)
         return 2
     lang = options.lang or (course.language if course else "en")
-    pages = write_report(course, graded, options.out, lang, problems)
+    pages = write_report(course, graded, options.out, lang, problems, attempts)
     for path in pages:
         print(f"wrote {path}")
     return 0
@@ -180,7 +185,9 @@ def parser() -> argparse.ArgumentParser:
     report = commands.add_parser(
         "report", help="a class report from graded results: scores, each check's pass rate and "
                        "messages, checks failing together, grading cost")
-    report.add_argument("graded", type=Path, help="the folder `tfcourse grade --out` wrote")
+    report.add_argument("graded", type=Path,
+                        help="the folder `tfcourse grade --out` wrote, or a feedback service's "
+                             "state folder (--state): then also submissions per hour and tries")
     report.add_argument("--out", type=Path, default=Path("report"), help="where pages go")
     report.add_argument("--lang", help="the report's language (default: course.yaml's)")
     report.set_defaults(run=cmd_report)

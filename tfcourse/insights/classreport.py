@@ -19,7 +19,7 @@ import html
 import json
 import statistics
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tfcourse.course import Course
@@ -104,6 +104,77 @@ def read_class(folder: Path) -> tuple[list[Graded], list[str]]:
         except (OSError, ValueError) as error:
             problems.append(f"{path.parent.name}: {error}")
     return graded, problems
+
+
+# -- the feedback service's state: every submission, by time -------------------------------------
+@dataclass(frozen=True)
+class Attempt:
+    """One submission the feedback service received, and its grading when there was one."""
+    student: str
+    assignment: str
+    received: float                 # seconds since the epoch
+    graded: Graded | None
+
+
+def read_service(state: Path) -> tuple[list[Attempt], list[str]]:
+    """Every submission in a feedback service's state folder (records/<key>.json, results/<key>/
+    results.json), oldest first, and a line for each record that could not be read."""
+    attempts, problems = [], []
+    for path in sorted((Path(state) / "records").glob("*.json")):
+        try:
+            if path.stat().st_size > RESULTS_MB << 20:
+                raise ValueError(f"larger than {RESULTS_MB} MB")
+            record = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(record, dict) or not isinstance(record.get("received"),
+                                                                 (int, float)):
+                raise ValueError("not a record of the service")
+            results = Path(state) / "results" / path.stem / "results.json"
+            graded = read_graded(results) if results.is_file() else None
+            attempts.append(Attempt(_text(record.get("student")),
+                                    _text(record.get("assignment")), float(record["received"]),
+                                    graded))
+        except (OSError, ValueError) as error:
+            problems.append(f"{path.stem}: {error}")
+    return sorted(attempts, key=lambda attempt: attempt.received), problems
+
+
+def latest(attempts: list[Attempt]) -> list[Graded]:
+    """Each student's last graded submission of each assignment: the class as it stands."""
+    last = {}
+    for attempt in attempts:
+        if attempt.graded is not None:
+            last[attempt.student, attempt.assignment] = attempt.graded
+    return [replace(graded, name=student) for (student, _), graded in last.items()]
+
+
+@dataclass(frozen=True)
+class Tries:
+    """How many graded submissions students needed before a check passed."""
+    check: str
+    first: int              # students who passed it on their first graded submission
+    later: tuple[int, ...]  # for each student who passed it later: the submission that did
+    never: int              # students whose submissions never passed it
+
+
+def tries(attempts: list[Attempt], assignment: str, order: list[str]) -> list[Tries]:
+    by_student: dict[str, list[Graded]] = {}
+    for attempt in attempts:
+        if attempt.assignment == assignment and attempt.graded is not None:
+            by_student.setdefault(attempt.student, []).append(attempt.graded)
+    out = []
+    for check in order:
+        first, later, never = 0, [], 0
+        for gradings in by_student.values():
+            passed = [number for number, graded in enumerate(gradings, 1)
+                      if any(c.id == check and c.passed for c in graded.checks)]
+            if not passed:
+                never += 1
+            elif passed[0] == 1:
+                first += 1
+            else:
+                later.append(passed[0])
+        out.append(Tries(check, first, tuple(later), never))
+    return out
 
 
 # -- what the class did --------------------------------------------------------------------------
@@ -199,8 +270,9 @@ def summarize(graded: list[Graded], assignment: str, order: list[str] | None = N
 
 
 # -- the page, the figures, the CSV files ----------------------------------------------------------
-def _figures(summary: ClassSummary, folder: Path, say) -> dict[str, str]:
-    """The page's figures as PNG files in `folder`: name -> file name."""
+def _figures(summary: ClassSummary, folder: Path, say, hours=(), deadline=None) -> dict[str, str]:
+    """The page's figures as PNG files in `folder`: name -> file name. `hours`: when each
+    submission arrived (feedback service), in hours from `deadline` (0) or from the first."""
     import matplotlib
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
@@ -238,6 +310,21 @@ def _figures(summary: ClassSummary, folder: Path, say) -> dict[str, str]:
         figure.savefig(folder / "together.png", dpi=110)
         plt.close(figure)
         files["together"] = "together.png"
+
+    if hours:
+        figure, axes = plt.subplots(figsize=(7, 2.8))
+        start, end = min(hours) // 1, max(hours) // 1 + 1
+        axes.hist(hours, bins=max(1, int(end - start)), range=(start, end), color="#6a9f58",
+                  edgecolor="white")
+        if deadline is not None:
+            axes.axvline(deadline, color="#c62828", linewidth=1.5)
+        axes.set_xlabel(say("hours from the deadline") if deadline is not None
+                        else say("hours from the first submission"))
+        axes.set_ylabel(say("submissions"))
+        figure.tight_layout()
+        figure.savefig(folder / "per-hour.png", dpi=110)
+        plt.close(figure)
+        files["per_hour"] = "per-hour.png"
 
     if summary.seconds:
         figure, (left, right) = plt.subplots(1, 2, figsize=(7, 3))
@@ -281,7 +368,7 @@ def write_csv(summary: ClassSummary, graded: list[Graded], folder: Path) -> None
 
 
 def page(summary: ClassSummary, title: str, figures: dict[str, str], lang: str, say,
-         shown_kinds: int = 5) -> str:
+         shown_kinds: int = 5, tries: list | None = None) -> str:
     """The assignment's report as one HTML page (jinja2; see templates/report.html)."""
     import jinja2
 
@@ -291,13 +378,24 @@ def page(summary: ClassSummary, title: str, figures: dict[str, str], lang: str, 
     low, median, high = summary.quartiles
     return environment.get_template("report.html").render(
         summary=summary, title=title, figures=figures, lang=lang, say=say,
-        shown_kinds=shown_kinds, low=low, median=median, high=high, esc=html.escape)
+        shown_kinds=shown_kinds, low=low, median=median, high=high, esc=html.escape,
+        tries=tries or [], median_of=lambda values: statistics.median(values) if values else 0)
+
+
+def _hours(attempts: list[Attempt], assignment: str, due) -> tuple[list[float], float | None]:
+    times = [attempt.received for attempt in attempts if attempt.assignment == assignment]
+    if not times:
+        return [], None
+    zero = due.timestamp() if due is not None else min(times)
+    return [(time - zero) / 3600 for time in times], (0.0 if due is not None else None)
 
 
 def write_report(course: Course | None, graded: list[Graded], out: Path, lang: str = "en",
-                 problems: list[str] | None = None) -> list[Path]:
+                 problems: list[str] | None = None,
+                 attempts: list[Attempt] | None = None) -> list[Path]:
     """A folder per assignment under `out` (page, figures, CSV files) and an index page; returns
-    the pages written."""
+    the pages written. With `attempts` (a feedback service's submissions), the page also shows
+    submissions per hour and how many submissions each check took to pass."""
     folders = folders_of(course)
 
     def say(template, params=None):
@@ -315,9 +413,18 @@ def write_report(course: Course | None, graded: list[Graded], out: Path, lang: s
         summary = summarize(graded, assignment, order, points)
         folder = Path(out) / assignment
         folder.mkdir(parents=True, exist_ok=True)
-        figures = _figures(summary, folder, say)
+        due = course.assignment(assignment).due if points is not None else None
+        hours, deadline = _hours(attempts or [], assignment, due)
+        figures = _figures(summary, folder, say, hours, deadline)
         write_csv(summary, graded, folder)
-        write_atomically(folder / "index.html", page(summary, title, figures, lang, say))
+        counted = tries(attempts, assignment, [check.id for check in summary.checks]) \
+            if attempts else None
+        if counted:
+            _write_csv(folder / "tries.csv", ["check", "first_try", "later", "never"],
+                       [[t.check, t.first, " ".join(map(str, t.later)), t.never]
+                        for t in counted])
+        write_atomically(folder / "index.html", page(summary, title, figures, lang, say,
+                                                     tries=counted))
         pages.append(folder / "index.html")
     links = "".join(f'<li><a href="{html.escape(path.parent.name)}/index.html">'
                     f"{html.escape(path.parent.name)}</a></li>" for path in pages)
