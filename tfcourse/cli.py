@@ -5,6 +5,8 @@
     tfcourse check NOTEBOOK                   a student's own run of the visible checks
     tfcourse gradescope ASSIGNMENT --out F    a Gradescope autograder bundle
     tfcourse feedback-service --exchange DIR  on a hub: grade each submission as it arrives
+    tfcourse report GRADED --out DIR          a class report: scores, checks, messages, cost
+    tfcourse similarity SUBMITTED --out DIR   pairs of submissions whose code is alike
 """
 from __future__ import annotations
 
@@ -103,6 +105,42 @@ def cmd_feedback_service(options) -> int:
     return main(course, options)
 
 
+def cmd_report(options) -> int:
+    from .insights.classreport import latest, read_class, read_service, write_report
+
+    try:
+        course = _course(options)
+    except CourseError:
+        course = None                   # a report of results alone: check ids, no titles
+    attempts = None
+    if (options.graded / "records").is_dir() and (options.graded / "results").is_dir():
+        attempts, problems = read_service(options.graded)      # a feedback service's state
+        graded = latest(attempts)
+    else:
+        graded, problems = read_class(options.graded)
+    for line in problems:
+        print(f"not read: {line}", file=sys.stderr)
+    if not graded:
+        print(f"tfcourse report: no results.json in {options.graded}/<submission>/ (the folder "
+              f"`tfcourse grade --out` writes)", file=sys.stderr)
+        return 2
+    lang = options.lang or (course.language if course else "en")
+    pages = write_report(course, graded, options.out, lang, problems, attempts)
+    for path in pages:
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_similarity(options) -> int:
+    course = _course(options)
+    from .insights.similarity import run
+
+    page, pairs = run(course, options.submissions, options.out, options.assignment,
+                      options.known, options.threshold)
+    print(f"{len(pairs)} pair(s) at or above {options.threshold:.0%}: {page}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="tfcourse", description=__doc__.split("\n\n")[0])
     top.add_argument("--course", type=Path, help="the course folder (default: the nearest folder "
@@ -143,6 +181,29 @@ def parser() -> argparse.ArgumentParser:
     bundle.add_argument("--out", type=Path, default=Path("autograder.zip"))
     bundle.add_argument("--lang", help="language of the feedback (default: course.yaml's)")
     bundle.set_defaults(run=cmd_gradescope)
+
+    report = commands.add_parser(
+        "report", help="a class report from graded results: scores, each check's pass rate and "
+                       "messages, checks failing together, grading cost")
+    report.add_argument("graded", type=Path,
+                        help="the folder `tfcourse grade --out` wrote, or a feedback service's "
+                             "state folder (--state): then also submissions per hour and tries")
+    report.add_argument("--out", type=Path, default=Path("report"), help="where pages go")
+    report.add_argument("--lang", help="the report's language (default: course.yaml's)")
+    report.set_defaults(run=cmd_report)
+
+    similar = commands.add_parser(
+        "similarity", help="pairs of submissions whose code is alike, to read side by side")
+    similar.add_argument("submissions", nargs="+", type=Path,
+                         help="students' folders or notebooks, or a folder of them")
+    similar.add_argument("--out", type=Path, default=Path("similarity"), help="where pages go")
+    similar.add_argument("--assignment", help="the assignment (default: from notebook names)")
+    similar.add_argument("--known", type=Path,
+                         help="a folder of known sources (public implementations, .py or "
+                              ".ipynb) to compare each submission with")
+    similar.add_argument("--threshold", type=float, default=0.6,
+                         help="list pairs sharing at least this share of their code each way")
+    similar.set_defaults(run=cmd_similarity)
 
     service = commands.add_parser(
         "feedback-service", help="on a JupyterHub: grade each submission as it arrives, and "

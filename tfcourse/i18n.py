@@ -8,6 +8,7 @@ project's tests list every template that lacks a translation.
 from __future__ import annotations
 
 import functools
+import string
 from pathlib import Path
 
 import yaml
@@ -36,6 +37,29 @@ def translate(template: str, lang: str, folders: tuple[Path, ...] = (LOCALE,)) -
         if found is not None:
             return found
     return template
+
+
+def in_catalog(text: str, folders: tuple[Path, ...] = (LOCALE,)) -> bool:
+    """Whether `text` is a template or phrase of some language's catalog in `folders`."""
+    return any(text in catalog(str(folder), path.stem)
+               for folder in folders for path in sorted(Path(folder).glob("*.yaml")))
+
+
+def message_kind(template: str, params: dict | None,
+                 folders: tuple[Path, ...] = (LOCALE,)) -> str:
+    """What a message says, without what differs from one submission to the next: `template` in
+    English with the values that are phrases of a catalog (a hint, a cause) filled in and every
+    other value (a number, a student's error text) left as its {placeholder}. Messages of one kind
+    name one cause, so a class's messages are counted by kind."""
+    out = []
+    for text, name, spec, conversion in string.Formatter().parse(template):
+        out.append(text)
+        if name is None:
+            continue
+        value = (params or {}).get(name)
+        out.append(value if isinstance(value, str) and in_catalog(value, folders)
+                   else "{" + name + "}")
+    return "".join(out)
 
 
 def render(template: str, params: dict | None, lang: str,

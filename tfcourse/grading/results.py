@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfcourse.course import Course, CourseError
-from tfcourse.i18n import LOCALE, phrase, render
+from tfcourse.i18n import LOCALE, message_kind, phrase, render
 
 from .report import SubmissionReport, shown
 
@@ -73,6 +73,7 @@ class Row:
     max_score: float
     failure: str            # why it lost its points, in the language ("" when it passed)
     message: str            # what a row says: "passed", or the failure
+    kind: str = ""          # the failure's kind, in English (i18n.message_kind; "" when passed)
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,8 @@ def feedback(course: Course, report: SubmissionReport, lang: str) -> Feedback:
             id=test_id, group=group_id, name=shown,
             title=f"{_stubs(course, assignment, group_id)}: {shown}", passed=passed, score=score,
             max_score=points, failure=failure,
-            message=say("passed", None, lang, course) if passed else failure))
+            message=say("passed", None, lang, course) if passed else failure,
+            kind="" if passed else message_kind(template, params, folders_of(course))))
     notes = [say(note.template, note.params, lang, course) for note in report.notes]
     for notebook in report.notebooks:
         notes += [f"{notebook.name}: " + say(note.template, note.params, lang, course)
@@ -185,7 +187,9 @@ def results_json(view: Feedback) -> dict:
         "output": "\n".join(view.notes),
         "tests": [{"name": row.title, "number": row.id, "score": row.score,
                    "max_score": row.max_score, "status": "passed" if row.passed else "failed",
-                   "output": row.message, "visibility": "visible"} for row in view.rows],
+                   "output": row.message, "visibility": "visible",
+                   **({"extra_data": {"kind": row.kind}} if row.kind else {})}
+                  for row in view.rows],
         "visibility": "visible",
         "execution_time": round(view.seconds, 1),
         "extra_data": {

@@ -1,0 +1,176 @@
+"""`tfcourse report`: the class report counts what grading wrote, exactly.
+
+The fast tests read hand-made results; the slow one grades a few catalogue bugs and alternatives
+once, makes a class of 200 from them with known frequencies, and checks that every pass rate and
+every count of messages on the report is the one the frequencies give.
+"""
+import csv
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tfcourse.cli import main
+from tfcourse.insights.classreport import read_class, summarize, write_report
+
+
+def results(folder: Path, assignment: str, checks: dict, seconds=1.0, memory=20.0) -> Path:
+    """A results.json as grading writes it: check id -> None (passed) or (kind, message)."""
+    tests = []
+    for check, failure in checks.items():
+        test = {"number": check, "name": check, "score": 0.0 if failure else 1.0,
+                "max_score": 1.0, "status": "failed" if failure else "passed",
+                "output": failure[1] if failure else "passed", "visibility": "visible"}
+        if failure:
+            test["extra_data"] = {"kind": failure[0]}
+        tests.append(test)
+    folder.mkdir(parents=True)
+    data = {"score": sum(t["score"] for t in tests), "max_score": float(len(tests)),
+            "tests": tests, "execution_time": seconds,
+            "extra_data": {"assignment": assignment,
+                           "notebooks": [{"name": "x.ipynb", "peak_memory_mb": memory}]}}
+    (folder / "results.json").write_text(json.dumps(data))
+    return folder
+
+
+NO_SCALE = ("not divided by sqrt(d_k)", "off by 0.3 in alice's run: not divided by sqrt(d_k)")
+SLOW = ("took longer than {seconds} s (an endless loop, or very slow code?)",
+        "took longer than 30 s (an endless loop, or very slow code?)")
+
+
+def small_class(root: Path) -> Path:
+    graded = root / "graded"
+    results(graded / "alice", "01", {"a": NO_SCALE, "b": None}, seconds=2.0, memory=30.0)
+    results(graded / "bob", "01", {"a": NO_SCALE, "b": SLOW})
+    results(graded / "carol", "01", {"a": None, "b": None})
+    results(graded / "dave", "02", {"c": None})
+    (graded / "eve").mkdir()
+    (graded / "eve" / "results.json").write_text("{not json")
+    return graded
+
+
+def test_summary_counts_kinds_quartiles_and_limits(tmp_path):
+    graded, problems = read_class(small_class(tmp_path))
+    assert [line.split(":")[0] for line in problems] == ["eve"]
+    summary = summarize(graded, "01")
+    assert summary.submissions == 3 and sorted(summary.scores) == [0.0, 1.0, 2.0]
+    assert summary.quartiles == (0.5, 1.0, 1.5)
+    assert [check.id for check in summary.checks] == ["a", "b"]       # the most failed first
+    a, b = summary.checks
+    assert (a.passed, a.graded, b.passed) == (1, 3, 2)
+    assert [(kind.kind, kind.count) for kind in a.kinds] == [(NO_SCALE[0], 2)]
+    assert "alice" not in a.kinds[0].example and "…" in a.kinds[0].example
+    assert summary.together == {("a", "a"): 2, ("a", "b"): 1, ("b", "a"): 1, ("b", "b"): 1}
+    assert summary.limits == (("bob", ("b",)),)
+
+
+def test_report_pages_figures_and_csv(tmp_path):
+    graded = small_class(tmp_path)
+    assert main(["--course", str(tmp_path), "report", str(graded), "--out",
+                 str(tmp_path / "report")]) == 0
+    for assignment in ("01", "02"):
+        folder = tmp_path / "report" / assignment
+        assert (folder / "index.html").is_file() and (folder / "scores.png").stat().st_size
+    page = (tmp_path / "report" / "01" / "index.html").read_text()
+    assert "<script" not in page and "alice" not in page.split("Submission")[0]
+    assert NO_SCALE[0] in page and "bob" in page                # bob hit a limit: named
+    rows = list(csv.DictReader((tmp_path / "report" / "01" / "checks.csv").open()))
+    assert [(row["check"], row["passed"], row["graded"]) for row in rows] == \
+        [("a", "1", "3"), ("b", "2", "3")]
+    assert "eve" in (tmp_path / "report" / "index.html").read_text()
+
+
+def test_report_in_spanish(tmp_path):
+    graded = small_class(tmp_path)
+    assert main(["--course", str(tmp_path), "report", str(graded), "--out",
+                 str(tmp_path / "report"), "--lang", "es"]) == 0
+    page = (tmp_path / "report" / "01" / "index.html").read_text()
+    assert "Informe de la clase" in page and "Class report" not in page
+
+
+def test_no_results_is_a_clear_refusal(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main(["--course", str(tmp_path), "report", str(tmp_path / "empty"), "--out",
+                 str(tmp_path / "r")]) == 2
+    assert "no results.json" in capsys.readouterr().err
+
+
+# -- a synthetic class of 200 from the catalogue -----------------------------------------------
+@pytest.mark.slow
+def test_report_of_a_class_drawn_from_the_catalogue(course, tmp_path):
+    from alternatives import EINSUM, HELPERS
+    from catalogue import attention
+    from conftest import grade_batches
+    from test_alternatives import build as build_alternative
+    from test_catalogue import build as build_bug
+
+    bugs = [bug for bug in attention.BUGS if not bug.port][:8]
+    items = bugs + [EINSUM, HELPERS]
+
+    def build(folder, item):
+        return build_bug(folder, item) if item in bugs else build_alternative(folder, item)
+    once = grade_batches(course, items, tmp_path / "once", build)
+    frequency = {item.name: 5 + 3 * index for index, item in enumerate(items)}
+    frequency[items[-1].name] += 200 - sum(frequency.values())
+    assert sum(frequency.values()) == 200 and min(frequency.values()) > 0
+    graded = tmp_path / "class"
+    for item in items:
+        for copy in range(frequency[item.name]):
+            shutil.copytree(tmp_path / "once" / "graded" / item.name,
+                            graded / f"{item.name}-{copy}")
+    assert main(["--course", str(course.root), "report", str(graded), "--out",
+                 str(tmp_path / "report")]) == 0
+
+    passed, kinds = Counter(), Counter()
+    for item in items:
+        for test in once[item.name][0]["tests"]:
+            if test["status"] == "passed":
+                passed[test["number"]] += frequency[item.name]
+            else:
+                kinds[test["number"], test["extra_data"]["kind"]] += frequency[item.name]
+    folder = tmp_path / "report" / "01-attention"
+    rows = {row["check"]: row for row in csv.DictReader((folder / "checks.csv").open())}
+    assert set(rows) == set(course.assignment("01-attention").test_ids())
+    for check, row in rows.items():
+        assert (int(row["graded"]), int(row["passed"])) == (200, passed[check]), check
+    counted = {(row["check"], row["kind"]): int(row["count"])
+               for row in csv.DictReader((folder / "messages.csv").open())}
+    assert counted == dict(kinds)
+    # each bug's cause, in the catalogue's words, is among the kinds of its checks, counted at
+    # least as often as the bug was drawn
+    for bug in bugs:
+        for check, words in bug.says.items():
+            if words:
+                assert sum(count for (test, kind), count in counted.items() if test == check
+                           and all(word.lower() in kind.lower() for word in words)) >= \
+                    frequency[bug.name], (bug.name, check)
+
+
+def test_report_of_a_feedback_services_state(tmp_path):
+    """A service's state folder: the class as it stands (each student's last graded submission),
+    submissions per hour, and how many submissions each check took to pass."""
+    state = tmp_path / "state"
+    (state / "records").mkdir(parents=True)
+    submissions = [("alice", 1000.0, {"a": NO_SCALE, "b": None}),
+                   ("alice", 5000.0, {"a": None, "b": None}),
+                   ("bob", 2000.0, {"a": None, "b": SLOW}),
+                   ("carol", 3000.0, None)]                     # not graded (limited, say)
+    for number, (student, received, checks) in enumerate(submissions):
+        key = f"{student}+01+{number}"
+        (state / "records" / f"{key}.json").write_text(json.dumps(
+            {"key": key, "student": student, "assignment": "01", "received": received}))
+        if checks:
+            results(state / "results" / key, "01", checks)
+    (state / "records" / "junk.json").write_text("[]")
+    assert main(["--course", str(tmp_path), "report", str(state), "--out",
+                 str(tmp_path / "report")]) == 0
+    folder = tmp_path / "report" / "01"
+    rows = {row["check"]: row for row in csv.DictReader((folder / "checks.csv").open())}
+    assert (rows["a"]["passed"], rows["a"]["graded"]) == ("2", "2")     # alice's last, and bob
+    tries = {row["check"]: row for row in csv.DictReader((folder / "tries.csv").open())}
+    assert (tries["a"]["first_try"], tries["a"]["later"], tries["a"]["never"]) == ("1", "2", "0")
+    assert (tries["b"]["first_try"], tries["b"]["never"]) == ("1", "1")
+    assert (folder / "per-hour.png").stat().st_size > 0
+    assert "junk" in (tmp_path / "report" / "index.html").read_text()
