@@ -146,6 +146,10 @@ BUGS += [
     bug("regressor_trims_pad_columns", A, "regressor-code", FORWARD, TRIMMED + FORWARD,
         {"regressor.padding": ("neither masked", "mean")},
         more=[("x = layer(x, mask)", "x = layer(x)"), (POOLED, "x.mean(dim=1)")]),
+    # a lazy twin of the padding check: it reads the first token alone, so no pad can change it
+    bug("classifier_reads_first_token_only", A, "classifier-code", "pooled = " + POOLED,
+        "pooled = self.embedding(tokens[:, 0])",
+        {"classifier.padding": "must depend on its input"}),
     # log-probabilities of the right form that ignore the input, or the parameters
     bug("classifier_constant_logprobs", A, "classifier-code", LOGPROBS,
         "return F.log_softmax(torch.zeros(len(tokens), self.head.out_features), dim=-1)",
