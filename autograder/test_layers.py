@@ -315,10 +315,11 @@ def test_encoder_mask(ctx):
 
 
 # Dropout is checked where it acts. In training mode, around stand-in sublayers, each post-norm
-# step of a layer must give norm(h + m * sublayer(h) / (1 - p)) for a keep-mask m of 0s and 1s: the
-# stand-ins compute sublayer(h) here, and the reference's norms are the layer's. The input of each
-# step after the first is the output of the one before; the stand-in of the next sublayer records
-# it, and it counts only as a witness: each step is verified here, so a record that lies cannot pass.
+# step of a layer must give norm(h + m * sublayer(h) / (1 - p)) for a keep-mask m of 0s and 1s:
+# the stand-ins compute sublayer(h) here, and the reference's norms are the layer's. The input of
+# each step after the first is the output of the one before; the stand-in of the next sublayer
+# records it, and it counts only as a witness: each step is verified here, so a record that lies
+# cannot pass.
 P = 0.25            # 1/(1-p) and 1/p differ, as p and 1-p do: keeping with probability p shows
 
 
