@@ -88,3 +88,44 @@ def test_check_notices_a_stale_release(course, tmp_path):
     stale = check(load_course(copy))
     assert "release/01-attention/attention.ipynb is stale" in stale
     assert any("attention_parts.py is stale" in line for line in stale)
+
+
+# -- editions in other languages -------------------------------------------------------------------
+def _recorded_build(course, monkeypatch, **options):
+    """Where build() would remove and generate an edition, without running nbgrader."""
+    import tfcourse.build.release as release_module
+
+    calls, removed = [], []
+    monkeypatch.setattr(release_module, "run_nbgrader",
+                        lambda course, release, solutions, lang, execute=True:
+                        calls.append((release, solutions, lang)))
+    monkeypatch.setattr(shutil, "rmtree", lambda path, ignore_errors=False: removed.append(path))
+    release_module.build(course, execute=False, log=lambda *args: None, **options)
+    return calls, removed
+
+
+def test_another_language_is_built_beside_the_release_never_over_it(course, monkeypatch,
+                                                                     tmp_path):
+    edition = ROOT / "editions" / "es"
+    calls, removed = _recorded_build(course, monkeypatch, lang="es")
+    assert calls == [(edition / "release", edition / "solutions", "es")]
+    assert removed == [edition / "release", edition / "solutions"]
+    calls, removed = _recorded_build(course, monkeypatch, lang="es", out=tmp_path)
+    assert calls == [(tmp_path / "release", tmp_path / "solutions", "es")]
+    assert removed == [tmp_path / "release", tmp_path / "solutions"]
+    calls, _ = _recorded_build(course, monkeypatch)                  # course.yaml's: release/
+    assert calls == [(course.release_dir, course.solutions_dir, course.language)]
+
+
+@pytest.mark.slow
+def test_the_spanish_edition_is_spanish_and_leaves_the_english_release_as_it_was(tmp_path):
+    before = {path: path.read_bytes() for path in (ROOT / "release").rglob("*") if path.is_file()}
+    env = {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"]}
+    subprocess.run([sys.executable, "-m", "tfcourse", "build", "--lang", "es", "--no-execute",
+                    "--out", str(tmp_path)], cwd=ROOT, env=env, check=True, capture_output=True)
+    after = {path: path.read_bytes() for path in (ROOT / "release").rglob("*") if path.is_file()}
+    assert after == before
+    nb = notebook.read(tmp_path / "release" / "02-layers" / "layers.ipynb")
+    assert {notebook.lang(c) for c in nb.cells} == {None, "es"}
+    code = "\n".join(notebook.text(c) for c in nb.cells if notebook.is_solution(c))
+    assert "La tabla sinusoidal [T, d_model]" in code and "The sinusoidal table" not in code

@@ -37,7 +37,7 @@ def _recipe_rate(step):
 
 FIGURES = {
     "attention": lambda: show.attention(_attention(6, 6), TOKENS, TOKENS,
-                                        title="Each query finds its key"),
+                                        title="Each query finds its partner's key"),
     "attention-pads": lambda: show.attention(_attention(6, 6),
                                              title="Head 0 of the second sequence: pads ignored"),
     "attention-cross": lambda: show.attention(_attention(7, 10),
@@ -49,6 +49,10 @@ FIGURES = {
                                       [f"m{i}" for i in range(7)],
                                       title="Cross-attention: 4 queries over 7 keys",
                                       xlabel="memory position"),
+    "heads-trained": lambda: show.heads(_attention(4, 10, 10), list("1123567789"),
+                                        list("5216377981"),
+                                        title="The trained sorter's cross-attention",
+                                        xlabel="source digit", ylabel="digit written"),
     "mask": lambda: show.mask(torch.ones(6, 6, dtype=torch.bool).triu(1), title="causal_mask(6)"),
     "mask-padding": lambda: show.mask(torch.tensor([False] * 3 + [True] * 3).expand(6, 6),
                                       title="padding_mask, second sequence (pads 3-5)"),

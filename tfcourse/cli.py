@@ -1,6 +1,8 @@
 """The `tfcourse` command.
 
-    tfcourse build [--check] [--lang es]      release/, solutions/ and helper modules from source/
+    tfcourse build [--check] [--lang es] [--out DIR]   release/, solutions/ and helper modules from
+                                              source/; another language's edition goes to
+                                              editions/<lang>/ (or DIR), never over release/
     tfcourse grade SUBMISSION... [--out DIR]  grade submissions with the hidden graders
     tfcourse check NOTEBOOK                   a student's own run of the visible checks
     tfcourse gradescope ASSIGNMENT --out F    a Gradescope autograder bundle
@@ -32,22 +34,23 @@ def _graded_course(options):
 
 
 def cmd_build(options) -> int:
-    from .build.release import BuildError, build, check
+    from .build.release import BuildError, build, check, edition_dirs
 
     course = _course(options)
     if options.check:
-        stale = check(course, options.lang)
+        stale = check(course, options.lang, options.out)
         for line in stale:
             print(f"stale: {line}")
         print("everything built from source/ is up to date" if not stale else
               f"{len(stale)} stale item(s): run `tfcourse build` and commit the result")
         return 1 if stale else 0
     try:
-        build(course, options.lang, execute=not options.no_execute)
+        build(course, options.lang, execute=not options.no_execute, out=options.out)
     except BuildError as error:
         print(f"build failed:\n{error}", file=sys.stderr)
         return 1
-    print("built release/ and solutions/")
+    release, solutions = edition_dirs(course, options.lang or course.language, options.out)
+    print(f"built {release} and {solutions}")
     return 0
 
 
@@ -150,7 +153,10 @@ def parser() -> argparse.ArgumentParser:
     build = commands.add_parser("build", help="generate release/, solutions/ and helper modules")
     build.add_argument("--check", action="store_true",
                        help="change nothing; fail when anything committed is stale")
-    build.add_argument("--lang", help="the edition's language (default: course.yaml's)")
+    build.add_argument("--lang", help="the edition's language (default: course.yaml's); another "
+                                      "language than course.yaml's is written to editions/<lang>/")
+    build.add_argument("--out", type=Path, help="write the edition's release/ and solutions/ in "
+                                                "this folder instead")
     build.add_argument("--no-execute", action="store_true",
                        help="do not run the solution notebooks (faster; no outputs or plots)")
     build.set_defaults(run=cmd_build)

@@ -109,7 +109,21 @@ def _write_if_changed(path: Path, text: str) -> bool:
     return True
 
 
-def build(course: Course, lang: str | None = None, execute: bool = True, log=print) -> None:
+def edition_dirs(course: Course, lang: str, out: Path | None = None) -> tuple[Path, Path]:
+    """Where an edition's release and solutions go: release/ and solutions/ for the course's own
+    language (course.yaml's `language`); for another, editions/<lang>/release and
+    editions/<lang>/solutions, beside them and never over them; or `out`/release and
+    `out`/solutions when a folder is given."""
+    if out is not None:
+        return Path(out) / "release", Path(out) / "solutions"
+    if lang == course.language:
+        return course.release_dir, course.solutions_dir
+    edition = course.root / "editions" / lang
+    return edition / "release", edition / "solutions"
+
+
+def build(course: Course, lang: str | None = None, execute: bool = True, log=print,
+          out: Path | None = None) -> None:
     lang = lang or course.language
     for assignment, path in source_notebooks(course):
         nb, problems = with_points(course, source_notebook(path).copy(), assignment)
@@ -120,11 +134,20 @@ def build(course: Course, lang: str | None = None, execute: bool = True, log=pri
     for path, text in helper_modules(course).items():
         if _write_if_changed(path, text):
             log(f"wrote {path.relative_to(course.root)}")
-    for folder in (course.release_dir, course.solutions_dir):
+    release, solutions = edition_dirs(course, lang, out)
+    for folder in (release, solutions):
         shutil.rmtree(folder, ignore_errors=True)
-    log(f"generating release/ and solutions/ ({lang}) with nbgrader"
-        + ("; the solutions are executed and graded, which takes a few minutes" if execute else ""))
-    run_nbgrader(course, course.release_dir, course.solutions_dir, lang, execute)
+    log(f"generating {_shown(course, release)} and {_shown(course, solutions)} ({lang}) with "
+        f"nbgrader" + ("; the solutions are executed and graded, which takes a few minutes"
+                       if execute else ""))
+    run_nbgrader(course, release, solutions, lang, execute)
+
+
+def _shown(course: Course, folder: Path) -> str:
+    try:
+        return f"{folder.resolve().relative_to(course.root.resolve())}/"
+    except ValueError:
+        return f"{folder}/"
 
 
 def comparable(nb: dict) -> dict:
@@ -155,9 +178,11 @@ def _compare_trees(expected: Path, actual: Path, label: str) -> list[str]:
     return stale
 
 
-def check(course: Course, lang: str | None = None) -> list[str]:
-    """Everything committed that a build would change (empty when all is up to date)."""
+def check(course: Course, lang: str | None = None, out: Path | None = None) -> list[str]:
+    """Everything committed that a build would change (empty when all is up to date): for another
+    language than the course's, the edition that `build(course, lang, out=out)` writes."""
     lang = lang or course.language
+    release_dir, solutions_dir = edition_dirs(course, lang, out)
     stale = []
     for assignment, path in source_notebooks(course):
         nb, problems = with_points(course, source_notebook(path).copy(), assignment)
@@ -171,8 +196,9 @@ def check(course: Course, lang: str | None = None) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="tfbuild-check-") as scratch:
         release, solutions = Path(scratch) / "release", Path(scratch) / "solutions"
         run_nbgrader(course, release, solutions, lang, execute=False)
-        stale += _compare_trees(release, course.release_dir, "release")
-        stale += _compare_trees(solutions, course.solutions_dir, "solutions")
+        stale += _compare_trees(release, release_dir, _shown(course, release_dir).rstrip("/"))
+        stale += _compare_trees(solutions, solutions_dir,
+                                _shown(course, solutions_dir).rstrip("/"))
     return stale
 
 
@@ -180,4 +206,4 @@ def _load(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-__all__ = ["build", "check", "BuildError", "select_language"]
+__all__ = ["build", "check", "edition_dirs", "BuildError", "select_language"]

@@ -1,0 +1,158 @@
+"""What the notebooks' prose says about their figures and printed results is true of the solved
+notebooks (solutions/, executed by `tfcourse build`), and the figures it quotes from a benchmark
+are the benchmark's (bench/README.md). Each test reads what a cell printed and checks the claim the
+prose next to it makes, so that a change of data, seed or recipe that makes the prose false fails
+here."""
+import json
+import math
+import re
+
+import pytest
+
+from tfcourse import notebook
+
+from conftest import NOTEBOOK_OF, ROOT
+
+BENCH = (ROOT / "bench" / "README.md").read_text(encoding="utf-8")
+NUMBER = r"(\d+(?:\.\d+)?)"
+
+
+def printed(assignment: str, grade_id: str) -> str:
+    """What the solved notebook's cell `grade_id` printed."""
+    nb = json.loads((ROOT / "solutions" / assignment / NOTEBOOK_OF[assignment]).read_text("utf-8"))
+    for cell in nb["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id:
+            text = "".join("".join(output.get("text", "")) for output in cell.get("outputs", [])
+                           if output.get("output_type") == "stream")
+            assert text, f"{assignment}: cell {grade_id} printed nothing"
+            return text
+    raise AssertionError(f"{assignment}: no cell {grade_id}")
+
+
+def prose(assignment: str, lang: str) -> str:
+    """The notebook's prose in `lang`, every run of spaces and line breaks one space."""
+    nb = notebook.read(ROOT / "source" / assignment / NOTEBOOK_OF[assignment])
+    return " ".join(" ".join(notebook.text(cell) for cell in nb.cells
+                             if notebook.lang(cell) == lang).split())
+
+
+def figures(pattern: str, text: str) -> list[tuple[float, ...]]:
+    return [tuple(float(g) for g in match.groups()) for match in re.finditer(pattern, text)]
+
+
+# -- 01 --------------------------------------------------------------------------------------------
+def test_each_query_finds_its_partners_key_with_a_share_from_under_half_to_almost_all():
+    rows = re.findall(r"(\w+)→(\w+) " + NUMBER, printed("01-attention", "demo-sdpa"))
+    partners = {"I": "saw", "saw": "I", "a": "cat", "cat": "a", "sat": "down", "down": "sat"}
+    assert {query: key for query, key, _ in rows} == partners
+    shares = [float(share) for _, _, share in rows]
+    assert min(shares) < 0.5 and max(shares) > 0.95, shares
+    assert "one bright cell" not in prose("01-attention", "en")
+    assert "next part of the course" not in prose("01-attention", "en")
+
+
+def test_the_variance_of_q_dot_k_is_d_k_and_only_the_unscaled_softmax_sharpens():
+    rows = figures(r"d_k = +(\d+): variance of q·k +" + NUMBER + r" +largest weight: unscaled "
+                   + NUMBER + ", scaled " + NUMBER, printed("01-attention", "demo-scale"))
+    assert [row[0] for row in rows] == [8, 64, 512]
+    for d_k, variance, _, _ in rows:
+        assert abs(variance / d_k - 1) < 0.15, (d_k, variance)
+    unscaled = [row[2] for row in rows]
+    scaled = [row[3] for row in rows]
+    assert unscaled == sorted(unscaled) and unscaled[-1] > 0.9 and unscaled[0] > scaled[0]
+    assert max(scaled) - min(scaled) < 0.05
+
+
+# -- 02 --------------------------------------------------------------------------------------------
+def test_the_lowest_frequency_is_the_one_the_prose_gives():
+    lowest = 10000 ** (-(32 - 2) / 32)
+    assert round(1 / lowest) == 5623
+    for lang in ("en", "es"):
+        text = prose("02-layers", lang)
+        assert "1/5623" in text and "10000^{-(d_{model}-2)/d_{model}}" in text
+        assert "from 1 to $1/10000$" not in text and "de 1 a $1/10000$" not in text
+
+
+def test_masking_makes_the_regressor_blind_to_padding_and_no_mask_is_not():
+    rows = dict((name, (float(a), float(b))) for name, a, b in re.findall(
+        r"(masked|unmasked) *: error " + NUMBER + ", with 10 more pads " + NUMBER,
+        printed("02-layers", "demo-padding")))
+    masked, unmasked = rows["masked"], rows["unmasked"]
+    assert abs(masked[0] - masked[1]) <= 0.001                 # its error does not move
+    assert unmasked[1] > unmasked[0] + 0.01                    # the unmasked one's grows
+    assert masked[0] < unmasked[0] < 0.2                       # both learn; the mask does better
+    assert "only works if the padding is masked" not in prose("02-layers", "en")
+    assert "would count them as digits" not in prose("02-layers", "en")
+
+
+def test_the_regressors_figures_are_the_benchmarks_and_the_notebook_prints_one_in_range():
+    error, baseline = map(float, re.search(r"sequences: " + NUMBER + r" \(always answering their "
+                                           r"mean, [\d.]+: " + NUMBER,
+                                           printed("02-layers", "demo-regressor")).groups())
+    assert "(0.024 to 0.065)" in BENCH and "0.089 to 0.148" in BENCH
+    assert 0.024 <= error <= 0.065 and round(baseline, 2) == 0.96
+    text = prose("02-layers", "en")
+    assert "**0.96**" in text and "0.024 to 0.065" in text and "0.09 to 0.15" in text
+
+
+# -- 03 --------------------------------------------------------------------------------------------
+def test_the_recipe_figures_are_the_benchmarks():
+    assert "accuracy **min 99.5%** (seed 38)" in BENCH and "mean 99.89%" in BENCH
+    assert "50 seeds (0-49)" in BENCH
+    assert "Trained from 50 different seeds, this recipe sorted 99.5%" in prose("03-sorting", "en")
+    assert "99.9% on average" in prose("03-sorting", "en")
+    assert "usual small-scale version" not in prose("03-sorting", "en")
+
+
+def test_label_smoothing_gives_every_other_token_eps_over_v():
+    eps, vocab = 0.1, 11
+    right, other = 1 - eps + eps / vocab, eps / vocab
+    floor = -(right * math.log(right) + (vocab - 1) * other * math.log(other))
+    assert (round(right, 3), round(other, 4), round(floor, 3)) == (0.909, 0.0091, 0.514)
+    assert "every other token $\\varepsilon / V$" in prose("03-sorting", "en")
+
+
+def test_the_loss_starts_near_19_far_above_a_uniform_guess_and_the_papers_init_starts_near_it():
+    first = float(re.search(r"first loss " + NUMBER, printed("03-sorting", "demo-train")).group(1))
+    assert 15 < first < 23 and "ln 11 = 2.40" in printed("03-sorting", "demo-train")
+    losses = [float(x) for x in re.findall(r"loss " + NUMBER, printed("03-sorting", "demo-init"))]
+    default, small, uniform = losses
+    assert default > 10 and small < 4 and round(uniform, 1) == 2.4
+    assert "near 19" in prose("03-sorting", "en")
+
+
+def test_the_trained_cross_attention_looks_at_the_digit_being_written():
+    shares = [float(share) / 100 for share in re.findall(
+        r"head \d+ (\d+)%", printed("03-sorting", "demo-payoff"))]
+    assert len(shares) == 4
+    assert max(shares) >= 0.8 and sorted(shares)[len(shares) // 2] >= 0.6, shares
+
+
+def test_other_lengths_mostly_fail_and_teacher_forcing_shows_the_exposure_bias():
+    rows = {int(row[0]): row[1:] for row in figures(
+        r"length +(\d+): sequences +" + NUMBER + r"% +digits +" + NUMBER
+        + r"% +teacher forcing: sequences +" + NUMBER + r"% +digits +" + NUMBER + "%",
+        printed("03-sorting", "demo-lengths"))}
+    assert sorted(rows) == [6, 8, 10, 12, 14]
+    for length, (greedy, greedy_digits, forced, forced_digits) in rows.items():
+        assert greedy == forced                      # the whole-sequence column is the same
+        if length == 10:
+            assert greedy >= 99 and forced_digits == greedy_digits
+        else:
+            assert greedy < 50                        # "it mostly fails, the short ones included"
+            assert forced_digits > greedy_digits + 5  # exposure bias, seen in the digits
+    text = prose("03-sorting", "en")
+    assert "Positions 10 to 13 (counting from 0)" in text and "11-14" not in text
+
+
+@pytest.mark.parametrize("assignment", list(NOTEBOOK_OF))
+def test_each_notebook_has_a_reflection_question_pitfalls_and_collapsed_grading_notes(assignment):
+    for lang, question, pitfalls, note in (("en", "**Predict, then run.**", "**Pitfalls**",
+                                            "<b>Grading note</b>"),
+                                           ("es", "**Predice y después ejecuta.**",
+                                            "**Errores frecuentes**",
+                                            "<b>Nota sobre la calificación</b>")):
+        text = prose(assignment, lang)
+        assert question in text and pitfalls in text
+        assert text.count("<details>") == text.count("</details>") >= 2
+        assert note in text
