@@ -20,6 +20,8 @@ import nbformat
 from .. import notebook
 from ..course import Course
 from ..source import helper_module, source_notebook
+from ..student.examples import EXPECTED
+from .examples import expected_text
 from .language import select_language
 
 
@@ -120,6 +122,9 @@ def build(course: Course, lang: str | None = None, execute: bool = True, log=pri
     for path, text in helper_modules(course).items():
         if _write_if_changed(path, text):
             log(f"wrote {path.relative_to(course.root)}")
+    if _write_if_changed(EXPECTED, expected_text(course)):
+        log(f"wrote {EXPECTED.name}, the numbers of the visible checks' fixed examples "
+            f"(tfcourse/student/{EXPECTED.name}: part of the package students install)")
     for folder in (course.release_dir, course.solutions_dir):
         shutil.rmtree(folder, ignore_errors=True)
     log(f"generating release/ and solutions/ ({lang}) with nbgrader"
@@ -168,6 +173,9 @@ def check(course: Course, lang: str | None = None) -> list[str]:
     for path, text in helper_modules(course).items():
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             stale.append(f"{path.relative_to(course.root)} is stale")
+    if not EXPECTED.exists() or EXPECTED.read_text(encoding="utf-8") != expected_text(course):
+        stale.append(f"tfcourse/student/{EXPECTED.name} (the visible checks' expected numbers) "
+                     f"is stale")
     with tempfile.TemporaryDirectory(prefix="tfbuild-check-") as scratch:
         release, solutions = Path(scratch) / "release", Path(scratch) / "solutions"
         run_nbgrader(course, release, solutions, lang, execute=False)
