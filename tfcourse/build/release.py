@@ -20,8 +20,9 @@ import nbformat
 from .. import notebook
 from ..course import Course
 from ..source import helper_module, source_notebook
-from ..student.examples import EXPECTED
-from .examples import expected_text
+from .examples import example_files
+from .gradebook import disagreements as gradebook_disagreements
+from .gradebook import gradebook_url
 from .language import select_language
 
 
@@ -61,7 +62,7 @@ def helper_modules(course: Course) -> dict[Path, str]:
 
 
 # -- nbgrader --------------------------------------------------------------------------------------
-def _nbgrader_config(course: Course, scratch: Path, lang: str, release: Path, solutions: Path,
+def _nbgrader_config(course: Course, db_url: str, lang: str, release: Path, solutions: Path,
                      execute: bool):
     from traitlets.config.loader import PyFileConfigLoader
 
@@ -69,7 +70,7 @@ def _nbgrader_config(course: Course, scratch: Path, lang: str, release: Path, so
     config.CourseDirectory.root = str(course.root)
     config.CourseDirectory.release_directory = str(release)
     config.CourseDirectory.solution_directory = str(solutions)
-    config.CourseDirectory.db_url = f"sqlite:///{scratch / 'gradebook.db'}"
+    config.CourseDirectory.db_url = db_url
     config.BaseConverter.force = True
     config.SelectLanguage.lang = lang
     config.ExecuteSolution.lang = lang
@@ -81,8 +82,9 @@ def _nbgrader_config(course: Course, scratch: Path, lang: str, release: Path, so
 
 
 def run_nbgrader(course: Course, release: Path, solutions: Path | None, lang: str,
-                 execute: bool = True) -> None:
-    """nbgrader's generate_assignment (and generate_solution) for every assignment."""
+                 execute: bool = True, db_url: str | None = None) -> None:
+    """nbgrader's generate_assignment (and generate_solution) for every assignment, recording
+    the points in the gradebook at `db_url` (None: a scratch one)."""
     from nbgrader.converters import GenerateAssignment, GenerateSolution
     from nbgrader.coursedir import CourseDirectory
 
@@ -90,8 +92,8 @@ def run_nbgrader(course: Course, release: Path, solutions: Path | None, lang: st
     if bin_folder not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = bin_folder + os.pathsep + os.environ.get("PATH", "")
     with tempfile.TemporaryDirectory(prefix="tfbuild-db-") as scratch:
-        config = _nbgrader_config(course, Path(scratch), lang, release, solutions or release,
-                                  execute)
+        config = _nbgrader_config(course, db_url or f"sqlite:///{Path(scratch) / 'gradebook.db'}",
+                                  lang, release, solutions or release, execute)
         for assignment in course.assignments:
             config.CourseDirectory.assignment_id = assignment.id
             coursedir = CourseDirectory(config=config)
@@ -122,14 +124,18 @@ def build(course: Course, lang: str | None = None, execute: bool = True, log=pri
     for path, text in helper_modules(course).items():
         if _write_if_changed(path, text):
             log(f"wrote {path.relative_to(course.root)}")
-    if _write_if_changed(EXPECTED, expected_text(course)):
-        log(f"wrote {EXPECTED.name}, the numbers of the visible checks' fixed examples "
-            f"(tfcourse/student/{EXPECTED.name}: part of the package students install)")
+    for path, text in example_files(course).items():
+        if _write_if_changed(path, text):
+            log(f"wrote {path.relative_to(course.root)} (the numbers the visible checks compare "
+                f"with)")
     for folder in (course.release_dir, course.solutions_dir):
         shutil.rmtree(folder, ignore_errors=True)
     log(f"generating release/ and solutions/ ({lang}) with nbgrader"
         + ("; the solutions are executed and graded, which takes a few minutes" if execute else ""))
-    run_nbgrader(course, course.release_dir, course.solutions_dir, lang, execute)
+    db_url = gradebook_url(course)      # the course's gradebook: autograde scores with its points
+    run_nbgrader(course, course.release_dir, course.solutions_dir, lang, execute, db_url=db_url)
+    if db_url:
+        log("nbgrader's gradebook holds course.yaml's points")
 
 
 def comparable(nb: dict) -> dict:
@@ -173,14 +179,15 @@ def check(course: Course, lang: str | None = None) -> list[str]:
     for path, text in helper_modules(course).items():
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             stale.append(f"{path.relative_to(course.root)} is stale")
-    if not EXPECTED.exists() or EXPECTED.read_text(encoding="utf-8") != expected_text(course):
-        stale.append(f"tfcourse/student/{EXPECTED.name} (the visible checks' expected numbers) "
-                     f"is stale")
+    for path, text in example_files(course).items():
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            stale.append(f"{path.relative_to(course.root)} is stale")
     with tempfile.TemporaryDirectory(prefix="tfbuild-check-") as scratch:
         release, solutions = Path(scratch) / "release", Path(scratch) / "solutions"
         run_nbgrader(course, release, solutions, lang, execute=False)
         stale += _compare_trees(release, course.release_dir, "release")
         stale += _compare_trees(solutions, course.solutions_dir, "solutions")
+    stale += [f"gradebook: {line}" for line in gradebook_disagreements(course)]
     return stale
 
 

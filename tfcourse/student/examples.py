@@ -3,10 +3,12 @@
 Each example is a function of the student's stub that runs it on inputs and weights made by a
 formula (no random generator, so every machine and torch version makes the same numbers) and
 returns what came out, by name. `tfcourse build` runs the same functions on the course's solution
-and writes what they return into expected.json, beside this file: students get the numbers, never
-the code that made them. A visible check runs the example on the student's stub and compares.
+and writes what they return into visible_checks.json, which the release has beside each notebook
+(tfcourse/build/examples.py): students get the numbers, never the code that made them. A visible
+check runs the example on the student's stub and compares, reading the file from the kernel's
+working folder (the notebook's).
 
-expected.json also carries what the visible checks need of course.yaml to apply the course's rule
+The file also carries what the visible checks need of course.yaml to apply the course's rule
 against torch's ready-made attention as the grader does: the forbidden names, the stubs and the
 helper modules.
 """
@@ -20,9 +22,9 @@ from pathlib import Path
 
 import torch
 
-EXPECTED = Path(__file__).with_name("expected.json")
+EXPECTED_NAME = "visible_checks.json"
 EXAMPLES: dict[str, object] = {}          # example name -> function(stub, ...) -> {name: value}
-_loaded: dict = {}
+_loaded: dict[str, dict] = {}             # path -> its data
 
 
 def example(name: str):
@@ -32,14 +34,17 @@ def example(name: str):
     return register
 
 
-def expected() -> dict:
-    """expected.json, read once ({} when it is missing: the checks then skip the comparisons)."""
-    if not _loaded:
+def expected(folder: str | Path | None = None) -> dict:
+    """The visible_checks.json of `folder` (default: the working folder, the notebook's), read
+    once; {} when there is none (the checks then skip the comparisons and the rule)."""
+    path = str(Path(folder or Path.cwd()) / EXPECTED_NAME)
+    if path not in _loaded:
         try:
-            _loaded.update(json.loads(EXPECTED.read_text(encoding="utf-8")))
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            _loaded["missing"] = True
-    return _loaded
+            data = {}
+        _loaded[path] = data if isinstance(data, dict) else {}
+    return _loaded[path]
 
 
 # -- numbers by formula ----------------------------------------------------------------------------
