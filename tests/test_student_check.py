@@ -134,3 +134,27 @@ def test_a_self_check_cell_is_skipped_and_no_check_starts_another(tmp_path):
     assert said.strip().splitlines() == [
         f"tfcourse check: not run here: this is the kernel of the check of {notebook.resolve()}, "
         f"and a check does not start another one"], said
+
+
+# -- issue 25, item 10: small things ------------------------------------------------------------
+def _modules_after(argv: list[str], env: dict) -> subprocess.CompletedProcess:
+    code = ("import sys\nfrom tfcourse.cli import main\ntry:\n    status = main(%r)\n"
+            "except SystemExit as stop:\n    status = stop.code\n"
+            "print('torch imported:', 'torch' in sys.modules, 'status:', status)" % argv)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=300)
+
+
+@pytest.mark.parametrize("argv", [["check", "x.ipynb"], ["--help"], ["check", "--help"]])
+def test_refusals_and_help_answer_without_loading_torch(argv):
+    """`tfcourse check` spent 7 s importing (torch, the grader, the hub) before it could refuse."""
+    done = _modules_after(argv, {"TFCOURSE_CHECK_KERNEL": "outer.ipynb"})
+    assert "torch imported: False" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_notebook_without_training_is_not_said_to_take_minutes(tmp_path):
+    """Issue 25: `tfcourse check` warned "a minute or two" for a notebook that takes 14 s."""
+    notebook = tmp_path / "attention.ipynb"
+    shutil.copy(ROOT / "solutions" / "01-attention" / "attention.ipynb", notebook)
+    done = check(notebook)
+    assert "running" in done.stdout and "minute" not in done.stdout, done.stdout

@@ -55,6 +55,22 @@ def with_points(course: Course, nb, assignment) -> tuple[object, list[str]]:
     return nb, problems
 
 
+def points_disagreements(course: Course) -> list[str]:
+    """Each source notebook whose test cells' points are not course.yaml's (a line each)."""
+    found = []
+    for assignment, path in source_notebooks(course):
+        nb = source_notebook(path).nb
+        for cell in nb.cells:
+            gid = notebook.grade_id(cell)
+            group = next((g for g in assignment.checks if g.id == gid), None)
+            if notebook.is_test(cell) and group is not None and \
+                    notebook.nbgrader(cell).get("points") != group.points:
+                found.append(f"{path.relative_to(course.root)}: {gid} has "
+                             f"{notebook.nbgrader(cell).get('points')} points, course.yaml "
+                             f"{group.points:g}")
+    return found
+
+
 def helper_modules(course: Course) -> dict[Path, str]:
     """Path -> text of every generated helper module (earlier assignments' solutions)."""
     return {course.source_dir / assignment.id / f"{module}.py": helper_module(course, module)
