@@ -19,7 +19,8 @@ from pathlib import Path
 import nbformat
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]
+sys.path[:0] = [str(HERE)]
+sys.path.append(str(HERE.parent))         # after PYTHONPATH: a tfcourse given there is measured
 
 from catalogue import attention, layers, sorting  # noqa: E402
 from tfcourse import notebook  # noqa: E402
