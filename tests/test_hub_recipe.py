@@ -59,7 +59,7 @@ def test_an_environment_without_torch_is_refused(open_dir):
 
 
 def test_the_recipe_installs_torchs_cpu_build_with_the_script():
-    text = (ROOT / "docs" / "jupyterhub.md").read_text()
+    text = " ".join((ROOT / "docs" / "jupyterhub.md").read_text().split())
     assert "bash docs/hub/install.sh" in text and "install.sh --check" in text
     script = INSTALL.read_text()
     assert "https://download.pytorch.org/whl/cpu" in script
