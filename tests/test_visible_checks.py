@@ -169,3 +169,15 @@ def test_expected_numbers_carry_the_course_rule_and_an_example_per_check(course)
                                                for g in a.checks for stub in g.stubs}
         found |= set(data["examples"])
     assert found == set(examples.EXAMPLES)
+
+
+def test_parameter_counts_are_written_alike(parts, sources):
+    """Issue 25: "should have 59,744 parameters, has 60107"."""
+    code = replace_in(solution_cells("03-sorting")["model-code"],
+                      "self.embedding = nn.Embedding(vocab_size, d_model)",
+                      "self.embedding = nn.Embedding(vocab_size, d_model)\n"
+                      "        self.lm_head = nn.Linear(d_model, vocab_size)")
+    namespace = dict(parts)
+    exec(code, namespace)
+    with checks.raising(), pytest.raises(checks.CheckFailed, match="59,744 parameters, has 60,107"):
+        checks.transformer(namespace["Transformer"])

@@ -31,8 +31,9 @@ _STARTS_A_COMMAND = re.compile(r"^\s*[!%]|\b(?:subprocess|Popen|system|popen|spa
 
 
 def _error(outputs) -> str | None:
-    """The cell's error in plain words, or None. A visible check raises CheckFailed with a message
-    meant for the student, so that message stands alone."""
+    """The cell's error in plain words, or None. A failing visible check leaves an error output
+    named CheckFailed (without raising: the notebook goes on), whose message is meant for the
+    student and stands alone."""
     for output in outputs:
         if output.get("output_type") == "error":
             name, value = output.get("ename"), output.get("evalue")
