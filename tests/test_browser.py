@@ -20,6 +20,7 @@ Without chromium or chromedriver the test is skipped, unless TFCOURSE_REQUIRE_BR
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -368,3 +369,55 @@ def test_a_student_runs_the_guides_self_check_cell_and_it_ends(lab, browser, tmp
     while checks_running(folder) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not checks_running(folder), "a tfcourse check is still running after the cell ended"
+
+
+def test_run_all_shows_a_rule_break_and_a_wrong_head_split_and_goes_on(lab, browser, tmp_path):
+    """Issue 25, items 1-2: the visible checks fail what the grade fails (an attention that calls
+    torch's, heads split without a transpose), in red, and Run All reaches the last cell."""
+    from selenium.webdriver.common.by import By
+    from test_student_check import _rule_break_and_wrong_split
+
+    url, token = lab
+    made = _rule_break_and_wrong_split(tmp_path / "made")
+    folder = tmp_path / "student"
+    shutil.copy(made, folder / "broken.ipynb")
+    shutil.copy(made.with_name("visible_checks.json"), folder / "visible_checks.json")
+    browser.get(f"{url}/lab/tree/broken.ipynb?token={token}")
+    wait_for(browser, ".jp-NotebookPanel .jp-MarkdownOutput h1", "Assignment 1")
+    wait_for(browser, ".jp-Notebook-ExecutionIndicator[data-status='idle']")
+    wait_for(browser, ".lm-MenuBar-item", "Run").click()
+    wait_for(browser, ".lm-Menu .lm-Menu-itemLabel", "Run All Cells").click()
+
+    def last_prompt():
+        code = [cell for cell in cells(browser) if "jp-CodeCell" in cell.get_attribute("class")]
+        return code[-1].find_element(By.CSS_SELECTOR, ".jp-InputPrompt").text
+
+    deadline = time.monotonic() + 300
+    while not re.fullmatch(r"\[\d+\]:", last_prompt().strip()):
+        assert time.monotonic() < deadline, f"Run All never reached the last cell: {last_prompt()}"
+        time.sleep(1)
+    shown = {}
+    for cell in cells(browser):
+        for name in ("check.sdpa(", "check.mha(", "check.masks("):
+            if name in cell.text:
+                shown[name] = cell
+    sdpa = wait_for(shown["check.sdpa("], ".jp-OutputArea-output", "course's rules")
+    assert "torch.nn.functional.scaled_dot_product_attention" in sdpa.text
+    assert "Traceback" not in sdpa.text
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", sdpa)
+    time.sleep(0.5)
+    browser.save_screenshot(str(tmp_path / "rule-break.png"))
+    mha = wait_for(shown["check.mha("], ".jp-OutputArea-output", "transpose")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", mha)
+    time.sleep(0.5)
+    browser.save_screenshot(str(tmp_path / "head-split.png"))
+    wait_for(shown["check.masks("], ".jp-OutputArea-output", "✓")
+    code = [cell for cell in cells(browser) if "jp-CodeCell" in cell.get_attribute("class")]
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", code[-1])
+    time.sleep(0.5)
+    browser.save_screenshot(str(tmp_path / "last-cell.png"))
+    shots = Path(os.environ.get("TFCOURSE_SHOTS", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    for name in ("rule-break.png", "head-split.png", "last-cell.png"):
+        if shots != tmp_path:
+            shutil.copy(tmp_path / name, shots / name)

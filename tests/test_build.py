@@ -97,7 +97,7 @@ def _recorded_build(course, monkeypatch, **options):
 
     calls, removed = [], []
     monkeypatch.setattr(release_module, "run_nbgrader",
-                        lambda course, release, solutions, lang, execute=True:
+                        lambda course, release, solutions, lang, execute=True, **options:
                         calls.append((release, solutions, lang)))
     monkeypatch.setattr(shutil, "rmtree", lambda path, ignore_errors=False: removed.append(path))
     release_module.build(course, execute=False, log=lambda *args: None, **options)
@@ -129,3 +129,118 @@ def test_the_spanish_edition_is_spanish_and_leaves_the_english_release_as_it_was
     assert {notebook.lang(c) for c in nb.cells} == {None, "es"}
     code = "\n".join(notebook.text(c) for c in nb.cells if notebook.is_solution(c))
     assert "La tabla sinusoidal [T, d_model]" in code and "The sinusoidal table" not in code
+# -- points: one command writes them everywhere, and grading refuses a stale gradebook ----------
+def _course_copy(tmp_path):
+    copy = tmp_path / "course"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".venv", ".git", "graded",
+                                                              "__pycache__", "*.db"))
+    return copy
+
+
+def _more_points_for_sdpa_values(copy):
+    text = (copy / "course.yaml").read_text()
+    (copy / "course.yaml").write_text(text.replace("tests: {shapes: 1, softmax: 1, values: 2, "
+                                                   "mask: 2}", "tests: {shapes: 1, softmax: 1, "
+                                                   "values: 3, mask: 2}", 1))
+
+
+def _gradebook_points(copy, group="sdpa"):
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{copy / 'gradebook.db'}") as gradebook:
+        return gradebook.find_grade_cell(group, "attention", "01-attention").max_score
+
+
+@pytest.mark.slow
+def test_build_writes_new_points_into_nbgraders_gradebook(tmp_path):
+    """Issue 25: after course.yaml's points changed, `build --no-execute` left nbgrader's gradebook
+    at the old points (autograde gave x/14, tfcourse grade x/15) and `build --check` called it
+    up to date."""
+    copy = _course_copy(tmp_path)
+    env = {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"]}
+    subprocess.run([f"{BIN}/nbgrader", "generate_assignment", "01-attention", "--force"],
+                   cwd=copy, env=env, check=True, capture_output=True, timeout=600)
+    assert _gradebook_points(copy) == 6
+    _more_points_for_sdpa_values(copy)
+    from tfcourse.build.gradebook import disagreements    # what `build --check` lists as stale
+    from tfcourse.course import load_course
+    assert disagreements(load_course(copy)) == [
+        "01-attention/sdpa: 6 points in nbgrader's gradebook, 7 in course.yaml"]
+    done = subprocess.run([sys.executable, "-m", "tfcourse", "build", "--no-execute"], cwd=copy,
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _gradebook_points(copy) == 7
+    assert disagreements(load_course(copy)) == []
+
+
+def test_autograde_refuses_points_that_are_not_course_yamls(course):
+    from tfcourse.adapters.nbgrader import _refuse_other_points
+    nb = notebook.read(ROOT / "release" / "01-attention" / "attention.ipynb")
+    _refuse_other_points(nb, course.assignment("01-attention"))          # as built: agrees
+    cell = next(c for c in nb.cells if notebook.grade_id(c) == "sdpa")
+    cell.metadata["nbgrader"]["points"] = 5                             # a stale gradebook's
+    with pytest.raises(RuntimeError, match=r"sdpa: 5 here, 6 in course.yaml.*tfcourse build"):
+        _refuse_other_points(nb, course.assignment("01-attention"))
+
+
+def test_tfcourse_grade_warns_when_the_notebooks_hold_other_points(tmp_path, capsys):
+    copy = tmp_path / "course"
+    copy.mkdir()
+    for name in ("course.yaml", "nbgrader_config.py"):
+        shutil.copy(ROOT / name, copy / name)
+    shutil.copytree(ROOT / "source", copy / "source")
+    _more_points_for_sdpa_values(copy)
+    from tfcourse.cli import _warn_about_stale_points
+    from tfcourse.course import load_course
+    _warn_about_stale_points(load_course(copy))
+    err = capsys.readouterr().err
+    assert "WARNING: course.yaml's points are not everywhere yet" in err
+    assert "sdpa has 6.0 points, course.yaml 7" in err and "run `tfcourse build`" in err
+
+
+def test_the_solutions_kernel_is_quiet_and_uses_the_sandboxs_cpu_kernels(monkeypatch):
+    """Issue 25: `tfcourse build` printed ipykernel's "running over TCP without encryption"
+    warnings, and a rebuild on another CPU changed the solutions' printed accuracies."""
+    import nbclient.client
+    from tfcourse.adapters.nbgrader import ExecuteSolution
+    started = {}
+
+    class Started(Exception):
+        pass
+
+    def start_new_kernel(self, **kwargs):
+        started.update(kwargs)
+        raise Started
+
+    monkeypatch.setattr(nbclient.client.NotebookClient, "start_new_kernel", start_new_kernel)
+    step = ExecuteSolution(course_root=str(ROOT))
+    nbclient.client.NotebookClient.__init__(step, notebook.read(
+        ROOT / "source" / "01-attention" / "attention.ipynb"))
+    with pytest.raises(Started):
+        with step.setup_kernel():
+            pass
+    assert started["stderr"] == subprocess.DEVNULL
+    assert started["env"]["OMP_NUM_THREADS"] == "1"
+    from tfcourse.sandbox.launch import kernel_environment
+    assert kernel_environment("avx2").items() <= started["env"].items()
+
+
+def test_feedback_pages_show_no_bare_score_under_a_test_cell():
+    """Issue 25: nbgrader's feedback showed `Out[ ]: 4` under each part-marked test cell."""
+    import nbformat
+    from nbformat.v4 import new_output
+    from tfcourse.adapters.nbgrader import ClearHiddenTestsOnPage, cell_outputs  # noqa: F401
+    nb = notebook.read(ROOT / "release" / "01-attention" / "attention.ipynb")
+    cell = next(c for c in nb.cells if notebook.grade_id(c) == "sdpa")
+    cell.outputs = [new_output("stream", name="stdout", text="✓ shapes (1/1)\n"),
+                    new_output("execute_result", data={"text/plain": "4"}, execution_count=None)]
+    nb = nbformat.from_dict(json.loads(json.dumps(nb)))
+    page, _ = ClearHiddenTestsOnPage().preprocess(nb, {})
+    cell = next(c for c in page.cells if notebook.grade_id(c) == "sdpa")
+    assert [output["output_type"] for output in cell.outputs] == ["stream"]
+
+
+def test_the_table_says_ignored_once():
+    """Issue 25: "ignored: a file, not a notebook nor a folder: ignored"."""
+    from tfcourse.grading.runner import table
+    text = table([], ignored=[("notes.txt", "a file, not a notebook nor a folder: ignored")])
+    assert text.count("ignored") == 1, text

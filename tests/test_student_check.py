@@ -134,3 +134,78 @@ def test_a_self_check_cell_is_skipped_and_no_check_starts_another(tmp_path):
     assert said.strip().splitlines() == [
         f"tfcourse check: not run here: this is the kernel of the check of {notebook.resolve()}, "
         f"and a check does not start another one"], said
+
+
+# -- issue 25, item 10: small things ------------------------------------------------------------
+def _modules_after(argv: list[str], env: dict) -> subprocess.CompletedProcess:
+    code = ("import sys\nfrom tfcourse.cli import main\ntry:\n    status = main(%r)\n"
+            "except SystemExit as stop:\n    status = stop.code\n"
+            "print('torch imported:', 'torch' in sys.modules, 'status:', status)" % argv)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=300)
+
+
+@pytest.mark.parametrize("argv", [["check", "x.ipynb"], ["--help"], ["check", "--help"]])
+def test_refusals_and_help_answer_without_loading_torch(argv):
+    """`tfcourse check` spent 7 s importing (torch, the grader, the hub) before it could refuse."""
+    done = _modules_after(argv, {"TFCOURSE_CHECK_KERNEL": "outer.ipynb"})
+    assert "torch imported: False" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_notebook_without_training_is_not_said_to_take_minutes(tmp_path):
+    """Issue 25: `tfcourse check` warned "a minute or two" for a notebook that takes 14 s."""
+    notebook = tmp_path / "attention.ipynb"
+    shutil.copy(ROOT / "solutions" / "01-attention" / "attention.ipynb", notebook)
+    done = check(notebook)
+    assert "running" in done.stdout and "minute" not in done.stdout, done.stdout
+
+
+# -- issue 25, items 1-2: the visible checks agree with the grade, and Run All goes on ----------
+READY_MADE = ("def scaled_dot_product_attention(q, k, v, mask=None):\n"
+              "    out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None "
+              "else ~mask)\n"
+              "    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
+              "    if mask is not None:\n"
+              "        scores = scores.masked_fill(mask, float('-inf'))\n"
+              "    return out, scores.softmax(-1)\n")
+SPLIT = "x.view(x.shape[0], x.shape[1], self.num_heads, self.d_k).transpose(1, 2)"
+
+
+def _rule_break_and_wrong_split(folder: Path) -> Path:
+    from conftest import replace_in, solution_cells
+    mha = replace_in(solution_cells("01-attention")["mha-code"], SPLIT,
+                     "x.view(x.shape[0], self.num_heads, x.shape[1], self.d_k)")
+    make_submission(folder, "01-attention", answers={"sdpa-code": READY_MADE, "mha-code": mha})
+    numbers = ROOT / "source" / "01-attention" / "visible_checks.json"   # as the release has it
+    (folder / numbers.name).write_text(numbers.read_text())
+    return folder / "attention.ipynb"
+
+
+def test_run_all_reaches_the_last_cell_past_failing_checks_and_validate_sees_them(tmp_path):
+    from nbclient import NotebookClient
+    from tfcourse import notebook as nbtools
+    path = _rule_break_and_wrong_split(tmp_path)
+    nb = nbformat.read(str(path), as_version=4)
+    for cell in nb.cells:
+        if nbtools.is_test(cell):
+            cell.source = nbtools.strip_hidden_tests(cell.source)
+    # allow_errors=False stops where JupyterLab's Run All stops: at a cell whose run failed
+    NotebookClient(nb, timeout=300, allow_errors=False,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    assert code[-1].execution_count is not None, "Run All did not reach the last cell"
+    errors = {nbtools.grade_id(cell): [o for o in cell.outputs if o.output_type == "error"]
+              for cell in nb.cells if nbtools.is_test(cell)}
+    assert [o.ename for o in errors["sdpa"]] == ["CheckFailed"]
+    assert "torch.nn.functional.scaled_dot_product_attention" in errors["sdpa"][0].evalue
+    assert "course's rules do not allow this" in errors["sdpa"][0].evalue
+    assert "transpose" in errors["mha"][0].evalue
+    assert errors["masks"] == []
+    done = check(path)                       # `tfcourse check` reports both, in plain words
+    found = blocks(done.stdout)
+    assert done.returncode == 1 and found["masks"].startswith("[PASS]"), done.stdout
+    assert found["sdpa"].startswith("[FAIL]") and "course's rules" in found["sdpa"], done.stdout
+    assert found["mha"].startswith("[FAIL]") and "transpose" in found["mha"], done.stdout
+    validate = subprocess.run([str(TFCOURSE.with_name("nbgrader")), "validate", str(path)],
+                              capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert "VALIDATION FAILED" in validate.stdout + validate.stderr, validate.stdout

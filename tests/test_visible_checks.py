@@ -11,6 +11,14 @@ from conftest import ROOT, replace_in, solution_cells
 from tfcourse.student import checks
 
 
+@pytest.fixture(autouse=True)
+def numbers(monkeypatch, request):
+    """The checks read visible_checks.json from the working folder, the notebook's."""
+    assignment = ("03-sorting" if "sqrt" in request.node.name or "greedy" in request.node.name
+                  else "02-layers" if "layer" in request.node.name else "01-attention")
+    monkeypatch.chdir(ROOT / "source" / assignment)
+
+
 @pytest.fixture(scope="module")
 def parts():
     """The names the course's solution of 01 and 02 defines, as a notebook has them."""
@@ -51,7 +59,7 @@ def test_the_decoder_layer_check_names_the_wiring(parts, variant, capsys):
         checks.decoder_layer(namespace["DecoderLayer"])
         assert "post-norm wiring" in capsys.readouterr().out
     else:
-        with pytest.raises(checks.CheckFailed, match=SAYS[variant]):
+        with checks.raising(), pytest.raises(checks.CheckFailed, match=SAYS[variant]):
             checks.decoder_layer(namespace["DecoderLayer"])
 
 
@@ -63,7 +71,7 @@ def test_the_encoder_layer_check_names_pre_norm(parts):
                       "        return x + self.dropout(self.ffn(self.norm2(x)))")
     namespace = dict(parts)
     exec(code, namespace)
-    with pytest.raises(checks.CheckFailed, match="pre-norm"):
+    with checks.raising(), pytest.raises(checks.CheckFailed, match="pre-norm"):
         checks.encoder_layer(namespace["EncoderLayer"])
 
 
@@ -75,7 +83,7 @@ def test_greedy_is_checked_on_a_stand_in_model_before_the_transformer_exists(cap
     every_step = replace_in(solution_cells("03-sorting")["greedy-code"],
                             "model.decode(out, memory)", "model.decode(out, model.encode(src))")
     exec(every_step, namespace)
-    with pytest.raises(checks.CheckFailed, match="ran the encoder 7 times"):
+    with checks.raising(), pytest.raises(checks.CheckFailed, match="ran the encoder 7 times"):
         checks.greedy(namespace["greedy_decode"])
 
 
@@ -83,3 +91,93 @@ def test_the_notebook_calls_the_greedy_check_without_a_model():
     text = (ROOT / "source" / "03-sorting" / "sorting.ipynb").read_text()
     assert "check.greedy(greedy_decode)" in text and "check.greedy(greedy_decode, Transformer" \
         not in text
+
+
+# -- what the grade fails, the visible checks fail (issue 25) -------------------------------------
+def _run_cells(cells: list[str]) -> dict:
+    """Run cells as a kernel would, in order, with the code that ran given to the rule check."""
+    namespace = {"__name__": "__main__"}
+    checks.use_sources(cells)
+    for code in cells:
+        exec(compile(code, "<cell>", "exec"), namespace)
+    return namespace
+
+
+@pytest.fixture
+def sources():
+    yield
+    checks.use_sources(None)
+
+
+SETUP = "import math\nimport torch\nfrom torch import nn\nimport torch.nn.functional as F\n"
+
+
+def test_a_rule_break_fails_the_visible_check_as_it_fails_the_grade(sources):
+    ready_made = ("def scaled_dot_product_attention(q, k, v, mask=None):\n"
+                  "    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])"
+                  "\n        .masked_fill(mask, float('-inf')) if mask is not None else\n"
+                  "        q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1)\n"
+                  "    return F.scaled_dot_product_attention(q, k, v, attn_mask=None if mask is "
+                  "None else ~mask), weights\n")
+    namespace = _run_cells([SETUP, ready_made])
+    with checks.raising(), pytest.raises(checks.CheckFailed,
+                                         match="torch.nn.functional.scaled_dot_product_attention"
+                                               ".*the course's rules do not allow this"):
+        checks.sdpa(namespace["scaled_dot_product_attention"])
+    honest = solution_cells("01-attention")["sdpa-code"]
+    namespace = _run_cells([SETUP, ready_made, honest])       # rewritten and run again
+    with checks.raising():
+        checks.sdpa(namespace["scaled_dot_product_attention"])
+
+
+def test_heads_split_without_transpose_fail_the_visible_check(sources):
+    cells = solution_cells("01-attention")
+    wrong = replace_in(cells["mha-code"], "x.view(x.shape[0], x.shape[1], self.num_heads, "
+                       "self.d_k).transpose(1, 2)",
+                       "x.view(x.shape[0], self.num_heads, x.shape[1], self.d_k)")
+    namespace = _run_cells([SETUP, cells["sdpa-code"], wrong])
+    with checks.raising(), pytest.raises(checks.CheckFailed, match="transpose"):
+        checks.mha(namespace["MultiHeadAttention"])
+
+
+def test_a_missing_sqrt_d_model_fails_the_visible_check(parts, sources):
+    code = replace_in(solution_cells("03-sorting")["model-code"],
+                      "self.embedding(tokens) * math.sqrt(self.d_model)", "self.embedding(tokens)")
+    namespace = dict(parts)
+    exec(code, namespace)
+    with checks.raising(), pytest.raises(checks.CheckFailed, match=r"sqrt\(d_model\)"):
+        checks.transformer(namespace["Transformer"])
+
+
+def test_a_failing_check_reports_in_red_and_the_notebook_goes_on(capsys):
+    def scaled_dot_product_attention(q, k, v, mask=None):
+        raise NotImplementedError()
+    before = len(checks.failures())
+    assert checks.sdpa(scaled_dot_product_attention) is None        # no exception, no Out[ ]
+    printed = capsys.readouterr().out
+    assert "\x1b[1;31m✗ scaled_dot_product_attention is not written yet" in printed
+    assert len(checks.failures()) == before + 1
+
+
+def test_expected_numbers_carry_the_course_rule_and_an_example_per_check(course):
+    from tfcourse.student import examples
+    found = set()
+    for assignment in course.assignments:
+        data = examples.expected(ROOT / "source" / assignment.id)
+        assert data["rules"]["forbidden"] == course.forbidden_names()
+        assert set(data["rules"]["stubs"]) == {stub for a in course.assignments
+                                               for g in a.checks for stub in g.stubs}
+        found |= set(data["examples"])
+    assert found == set(examples.EXAMPLES)
+
+
+def test_parameter_counts_are_written_alike(parts, sources):
+    """Issue 25: "should have 59,744 parameters, has 60107"."""
+    code = replace_in(solution_cells("03-sorting")["model-code"],
+                      "self.embedding = nn.Embedding(vocab_size, d_model)",
+                      "self.embedding = nn.Embedding(vocab_size, d_model)\n"
+                      "        self.lm_head = nn.Linear(d_model, vocab_size)")
+    namespace = dict(parts)
+    exec(code, namespace)
+    with checks.raising(), pytest.raises(checks.CheckFailed, match="59,744 parameters, has 60,107"):
+        checks.transformer(namespace["Transformer"])

@@ -17,15 +17,20 @@ import signal
 import sys
 from pathlib import Path
 
-from .course import CourseError, find_course_root, load_course
+# Imports are made where they are needed: `tfcourse check`, its refusal inside a check's kernel and
+# `--help` must answer at once, not after loading the grader, the sandbox and the hub (seconds).
 
 
 def _course(options):
+    from .course import find_course_root, load_course
+
     return load_course(options.course or find_course_root())
 
 
 def _graded_course(options):
     """The course, for a command that grades: its hidden graders are in its autograder/ folder."""
+    from .course import CourseError
+
     course = _course(options)
     if not (course.root / "autograder").is_dir():
         raise CourseError(f"{course.root} has no autograder/ folder: grading needs the "
@@ -61,6 +66,7 @@ def cmd_grade(options) -> int:
 
     jobs = options.jobs or available_cores()
     lang = options.lang or course.language
+    _warn_about_stale_points(course)
     if options.scheduler and options.jobs:
         print("tfcourse grade: --jobs is not used with --scheduler: each Dask worker grades as "
               "many submissions at once as it has threads", file=sys.stderr)
@@ -84,6 +90,21 @@ def cmd_grade(options) -> int:
     print(table(outcomes))
     print(f"results in {options.out}/<submission>/results.json and feedback.md")
     return 0
+
+
+def _warn_about_stale_points(course) -> None:
+    """Loudly, on stderr: nbgrader's gradebook or the source notebooks hold other points than
+    course.yaml (this command grades with course.yaml's; nbgrader autograde would not)."""
+    from .build.gradebook import advice, disagreements
+    from .build.release import points_disagreements
+
+    lines = points_disagreements(course) + disagreements(course)
+    if lines:
+        print("tfcourse grade: WARNING: course.yaml's points are not everywhere yet; this grades "
+              "with course.yaml's, nbgrader autograde refuses until they agree:", file=sys.stderr)
+        for line in lines:
+            print(f"    {line}", file=sys.stderr)
+        print(f"    {advice(course)}", file=sys.stderr)
 
 
 def cmd_check(options) -> int:
@@ -144,7 +165,10 @@ def cmd_similarity(options) -> int:
     return 0
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(argv=None) -> argparse.ArgumentParser:
+    """The command line; the feedback service's own options are read only when that command is
+    given (they come with the hub's code)."""
+    argv = sys.argv[1:] if argv is None else argv
     top = argparse.ArgumentParser(prog="tfcourse", description=__doc__.split("\n\n")[0])
     top.add_argument("--course", type=Path, help="the course folder (default: the nearest folder "
                                                   "with course.yaml)")
@@ -216,17 +240,21 @@ def parser() -> argparse.ArgumentParser:
                                  "show each student their results (docs/jupyterhub.md)")
     service.add_argument("--course", type=Path, default=argparse.SUPPRESS,
                          help="the course folder (as before the command)")
-    from .hub.service import add_arguments
-    add_arguments(service)
+    if "feedback-service" in argv:
+        from .hub.service import add_arguments
+        add_arguments(service)
     service.set_defaults(run=cmd_feedback_service)
     return top
 
 
 def main(argv=None) -> int:
-    options = parser().parse_args(argv)
+    options = parser(argv).parse_args(argv)
     try:
         return options.run(options)
-    except CourseError as error:
+    except Exception as error:
+        from .course import CourseError
+        if not isinstance(error, CourseError):
+            raise
         print(f"tfcourse: {error}", file=sys.stderr)
         return 2
 

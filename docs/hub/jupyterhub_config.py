@@ -51,6 +51,10 @@ c.JupyterHub.spawner_class = "localprocess"
 c.Spawner.cmd = [os.path.join(ENV, "bin", "jupyterhub-singleuser")]
 c.Spawner.default_url = "/lab"
 c.Spawner.environment = {"PATH": PATH}
+# A link to a user's server that is not running (a bookmark of /user/instructor/formgrader, the
+# address bar after a restart) starts it and goes on there, rather than stopping at the hub's
+# "Server not running" page with its button.
+c.JupyterHub.implicit_spawn_seconds = 1
 c.Spawner.start_timeout = 120           # a server that imports torch on a busy machine: not 60 s
 c.Spawner.http_timeout = 120
 

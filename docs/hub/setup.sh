@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The hub's shared pieces, made once as root (docs/jupyterhub.md, step 3):
 #   - nbgrader's exchange: a folder every user may write to;
-#   - the Jupyter configuration every user's server reads: where the exchange is;
+#   - the Jupyter configuration every user's server reads: where the exchange is, and a Course
+#     menu in JupyterLab that opens the feedback service's page;
 #   - the students' own Jupyter configuration: nbgrader's instructor tools and JupyterLab's news
 #     turned off and locked;
 #   - given a course checkout (bash setup.sh /path/to/checkout): the instructor's course folder,
@@ -30,6 +31,32 @@ chmod 1777 "$EXCHANGE"
 mkdir -p "$JUPYTER_ETC"
 printf 'c = get_config()\nc.Exchange.root = "%s"\n' "$EXCHANGE" >"$JUPYTER_ETC/nbgrader_config.py"
 chmod 644 "$JUPYTER_ETC/nbgrader_config.py"
+
+# Everyone's JupyterLab: a Course menu whose item opens the feedback service's page (the hub lists
+# it only in its own Services menu, which a student in JupyterLab does not see). Settings given
+# here are defaults: a user may change them, not the page they open.
+FEEDBACK_PATH=${TFCOURSE_HUB_FEEDBACK_PATH:-/services/tfcourse-feedback/}
+mkdir -p "$JUPYTER_ETC/labconfig"
+cat >"$JUPYTER_ETC/labconfig/default_setting_overrides.json" <<EOF
+{
+  "@jupyterlab/mainmenu-extension:plugin": {
+    "menus": [
+      {
+        "id": "jp-mainmenu-tfcourse",
+        "label": "Course",
+        "rank": 1000,
+        "items": [
+          {
+            "command": "help:open",
+            "args": {"url": "$FEEDBACK_PATH", "text": "My feedback", "newBrowserTab": true}
+          }
+        ]
+      }
+    ]
+  }
+}
+EOF
+chmod -R a+rX "$JUPYTER_ETC"
 
 # The students' servers: nbgrader's Formgrader, Create Assignment and Course List, and JupyterLab's
 # news, disabled and locked (JupyterLab >= 4.1 does not let a user turn a locked plugin back on);

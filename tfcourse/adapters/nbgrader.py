@@ -34,6 +34,7 @@ import copy
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -103,6 +104,7 @@ def _score_test_cells(root: Path, nb, resources, lang_option: str, execute=None)
     assignment = course.assignment(resources["nbgrader"]["assignment"])
     name = resources["nbgrader"]["notebook"] + ".ipynb"
     lang = lang_option or course.language
+    _refuse_other_points(nb, assignment)
     kind = _submitted_kind(course.root, resources, assignment.id, name)
     if kind in ("file", None):
         report = grade_with_runner(course, nb, assignment.id, name)
@@ -127,6 +129,22 @@ def _score_test_cells(root: Path, nb, resources, lang_option: str, execute=None)
             cell.outputs = cell_outputs(view, group)
     resources.setdefault("tfcourse", {})["report"] = report.to_dict()
     return nb, resources
+
+
+def _refuse_other_points(nb, assignment) -> None:
+    """Stop when a test cell's points (in autograde, the gradebook's) are not course.yaml's:
+    nbgrader would total the grade with the others, silently unlike `tfcourse grade`."""
+    points = {group.id: group.points for group in assignment.checks}
+    wrong = [f"{gid}: {float(held):g} here, {points[gid]:g} in course.yaml"
+             for gid, held in ((nbtools.grade_id(cell), nbtools.nbgrader(cell).get("points"))
+                               for cell in nb.cells if nbtools.is_test(cell))
+             if gid in points and isinstance(held, (int, float))
+             and abs(float(held) - points[gid]) > 1e-9]
+    if wrong:
+        raise RuntimeError(f"not graded: the points nbgrader holds for {assignment.id} are not "
+                           f"course.yaml's ({'; '.join(wrong)}). Run `tfcourse build` in the "
+                           f"course folder: it writes course.yaml's points into the notebooks, the "
+                           f"release and nbgrader's gradebook")
 
 
 def _submitted_kind(root: Path, resources, assignment_id: str, name: str) -> str | None:
@@ -203,14 +221,38 @@ class ExecuteSolution(Execute):
         return _score_test_cells(root, nb, resources, self.lang, execute=self._execute)
 
     def _execute(self, nb, resources):
+        self._root = course_root(self.course_root)
         nb, resources = super().preprocess(nb, resources)
         return clean_outputs(nb), resources
 
+    def setup_kernel(self, **kwargs):
+        """The kernel that runs the solution: its log (ipykernel's "running over TCP without
+        encryption" warning) not on the build's terminal, and the sandbox's CPU kernels and one
+        thread, so that a rebuild on another machine prints the same numbers (the training
+        demo's accuracies: 99.9% on one CPU's kernels was 100.0% on another's)."""
+        from ..sandbox.launch import kernel_environment
+
+        config = load_course(getattr(self, "_root", None) or course_root(self.course_root)).sandbox
+        kwargs.setdefault("stderr", subprocess.DEVNULL)
+        kwargs.setdefault("env", {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                                  **kernel_environment(config.cpu_kernels)})
+        return super().setup_kernel(**kwargs)
+
 
 class ClearHiddenTestsOnPage(ClearHiddenTests):
-    """nbgrader's ClearHiddenTests, for generate_feedback's page (see the module's docstring)."""
+    """nbgrader's ClearHiddenTests, for generate_feedback's page (see the module's docstring); and
+    without the bare score a part-marked test cell holds as its result (autograde reads its
+    points from it; on the page it showed as `Out[ ]: 4` under the cell, whose header already
+    says "Score: 4.0 / 6.0")."""
 
     display_data_priority = _display_data_priority()
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        cell, resources = super().preprocess_cell(cell, resources, cell_index)
+        if nbtools.is_test(cell):
+            cell.outputs = [output for output in cell.get("outputs", [])
+                            if output.get("output_type") != "execute_result"]
+        return cell, resources
 
 
 class OverwriteReleasedCells(OverwriteCells):

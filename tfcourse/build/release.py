@@ -20,6 +20,9 @@ import nbformat
 from .. import notebook
 from ..course import Course
 from ..source import helper_module, source_notebook
+from .examples import example_files
+from .gradebook import disagreements as gradebook_disagreements
+from .gradebook import gradebook_url
 from .language import select_language
 
 
@@ -52,6 +55,22 @@ def with_points(course: Course, nb, assignment) -> tuple[object, list[str]]:
     return nb, problems
 
 
+def points_disagreements(course: Course) -> list[str]:
+    """Each source notebook whose test cells' points are not course.yaml's (a line each)."""
+    found = []
+    for assignment, path in source_notebooks(course):
+        nb = source_notebook(path).nb
+        for cell in nb.cells:
+            gid = notebook.grade_id(cell)
+            group = next((g for g in assignment.checks if g.id == gid), None)
+            if notebook.is_test(cell) and group is not None and \
+                    notebook.nbgrader(cell).get("points") != group.points:
+                found.append(f"{path.relative_to(course.root)}: {gid} has "
+                             f"{notebook.nbgrader(cell).get('points')} points, course.yaml "
+                             f"{group.points:g}")
+    return found
+
+
 def helper_modules(course: Course) -> dict[Path, str]:
     """Path -> text of every generated helper module (earlier assignments' solutions)."""
     return {course.source_dir / assignment.id / f"{module}.py": helper_module(course, module)
@@ -59,7 +78,7 @@ def helper_modules(course: Course) -> dict[Path, str]:
 
 
 # -- nbgrader --------------------------------------------------------------------------------------
-def _nbgrader_config(course: Course, scratch: Path, lang: str, release: Path, solutions: Path,
+def _nbgrader_config(course: Course, db_url: str, lang: str, release: Path, solutions: Path,
                      execute: bool):
     from traitlets.config.loader import PyFileConfigLoader
 
@@ -67,7 +86,7 @@ def _nbgrader_config(course: Course, scratch: Path, lang: str, release: Path, so
     config.CourseDirectory.root = str(course.root)
     config.CourseDirectory.release_directory = str(release)
     config.CourseDirectory.solution_directory = str(solutions)
-    config.CourseDirectory.db_url = f"sqlite:///{scratch / 'gradebook.db'}"
+    config.CourseDirectory.db_url = db_url
     config.BaseConverter.force = True
     config.SelectLanguage.lang = lang
     config.ExecuteSolution.lang = lang
@@ -79,8 +98,9 @@ def _nbgrader_config(course: Course, scratch: Path, lang: str, release: Path, so
 
 
 def run_nbgrader(course: Course, release: Path, solutions: Path | None, lang: str,
-                 execute: bool = True) -> None:
-    """nbgrader's generate_assignment (and generate_solution) for every assignment."""
+                 execute: bool = True, db_url: str | None = None) -> None:
+    """nbgrader's generate_assignment (and generate_solution) for every assignment, recording
+    the points in the gradebook at `db_url` (None: a scratch one)."""
     from nbgrader.converters import GenerateAssignment, GenerateSolution
     from nbgrader.coursedir import CourseDirectory
 
@@ -88,8 +108,8 @@ def run_nbgrader(course: Course, release: Path, solutions: Path | None, lang: st
     if bin_folder not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = bin_folder + os.pathsep + os.environ.get("PATH", "")
     with tempfile.TemporaryDirectory(prefix="tfbuild-db-") as scratch:
-        config = _nbgrader_config(course, Path(scratch), lang, release, solutions or release,
-                                  execute)
+        config = _nbgrader_config(course, db_url or f"sqlite:///{Path(scratch) / 'gradebook.db'}",
+                                  lang, release, solutions or release, execute)
         for assignment in course.assignments:
             config.CourseDirectory.assignment_id = assignment.id
             coursedir = CourseDirectory(config=config)
@@ -134,13 +154,21 @@ def build(course: Course, lang: str | None = None, execute: bool = True, log=pri
     for path, text in helper_modules(course).items():
         if _write_if_changed(path, text):
             log(f"wrote {path.relative_to(course.root)}")
+    for path, text in example_files(course).items():
+        if _write_if_changed(path, text):
+            log(f"wrote {path.relative_to(course.root)} (the numbers the visible checks compare "
+                f"with)")
     release, solutions = edition_dirs(course, lang, out)
     for folder in (release, solutions):
         shutil.rmtree(folder, ignore_errors=True)
     log(f"generating {_shown(course, release)} and {_shown(course, solutions)} ({lang}) with "
         f"nbgrader" + ("; the solutions are executed and graded, which takes a few minutes"
                        if execute else ""))
-    run_nbgrader(course, release, solutions, lang, execute)
+    # The course's own edition goes with its gradebook, so that autograde scores with its points.
+    db_url = gradebook_url(course) if release == course.release_dir else None
+    run_nbgrader(course, release, solutions, lang, execute, db_url=db_url)
+    if db_url:
+        log("nbgrader's gradebook holds course.yaml's points")
 
 
 def _shown(course: Course, folder: Path) -> str:
@@ -193,12 +221,17 @@ def check(course: Course, lang: str | None = None, out: Path | None = None) -> l
     for path, text in helper_modules(course).items():
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             stale.append(f"{path.relative_to(course.root)} is stale")
+    for path, text in example_files(course).items():
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            stale.append(f"{path.relative_to(course.root)} is stale")
     with tempfile.TemporaryDirectory(prefix="tfbuild-check-") as scratch:
         release, solutions = Path(scratch) / "release", Path(scratch) / "solutions"
         run_nbgrader(course, release, solutions, lang, execute=False)
         stale += _compare_trees(release, release_dir, _shown(course, release_dir).rstrip("/"))
         stale += _compare_trees(solutions, solutions_dir,
                                 _shown(course, solutions_dir).rstrip("/"))
+    if release_dir == course.release_dir:
+        stale += [f"gradebook: {line}" for line in gradebook_disagreements(course)]
     return stale
 
 

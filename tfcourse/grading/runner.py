@@ -813,7 +813,8 @@ def table(outcomes: list[Outcome], ignored: list[tuple[str, str]] | None = None,
         lines.append(f"{printable(o.name):{width}}  {o.assignment or '-':12}  {score:>13}  "
                      f"{o.seconds:6.1f}s  {o.status}{note}")
     for path, why in ignored:
-        lines.append(f"{printable(path):{width}}  {'-':12}  {'':>13}  {'':>7}  ignored: {why}")
+        said = why if why.endswith("ignored") else f"ignored: {why}"     # said once
+        lines.append(f"{printable(path):{width}}  {'-':12}  {'':>13}  {'':>7}  {said}")
     for path, what in warnings:
         lines.append(f"{printable(path):{width}}  {'-':12}  {'':>13}  {'':>7}  warning: {what}")
     return "\n".join(lines)

@@ -6,9 +6,22 @@ Nothing here knows a solution or a hidden test: the visible checks test properti
 read about in the notebook (shapes, sums, masks, parameter counts) and say in plain words what is
 wrong. The hidden graders live in the course's `autograder/` folder and never reach students.
 """
-from . import checks as check
-from . import plots as show
-from .checks import use_language
+import importlib
+
+# Loaded when first asked for (PEP 562): `tfcourse check` lives in this package too, and must not
+# wait for torch and matplotlib before it can answer.
+_LAZY = {"check": ("checks", None), "show": ("plots", None), "use_language": ("checks",
+                                                                          "use_language")}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute = _LAZY[name]
+    value = importlib.import_module(f"{__name__}.{module}")
+    value = getattr(value, attribute) if attribute else value
+    globals()[name] = value
+    return value
 
 
 def hidden_checks(group: str) -> None:

@@ -19,11 +19,6 @@ import re
 import subprocess
 from pathlib import Path
 
-import nbformat
-
-from .. import notebook
-from ..i18n import render
-
 KERNEL_MARK = "TFCOURSE_CHECK_KERNEL"   # set in the kernel a check starts, to the notebook checked
 REFUSED = 3                             # the exit status of a check started inside that kernel
 
@@ -36,8 +31,9 @@ _STARTS_A_COMMAND = re.compile(r"^\s*[!%]|\b(?:subprocess|Popen|system|popen|spa
 
 
 def _error(outputs) -> str | None:
-    """The cell's error in plain words, or None. A visible check raises CheckFailed with a message
-    meant for the student, so that message stands alone."""
+    """The cell's error in plain words, or None. A failing visible check leaves an error output
+    named CheckFailed (without raising: the notebook goes on), whose message is meant for the
+    student and stands alone."""
     for output in outputs:
         if output.get("output_type") == "error":
             name, value = output.get("ename"), output.get("evalue")
@@ -52,6 +48,8 @@ def _printed(outputs) -> list[str]:
 
 
 def _first_line(cell) -> str:
+    from .. import notebook
+
     lines = [line for line in notebook.text(cell).splitlines() if line.strip()]
     return lines[0].strip() if lines else ""
 
@@ -69,11 +67,14 @@ def check_command(source: str) -> str | None:
 def run_visible_checks(path: Path, timeout: int = 600) -> int:
     """Run the notebook and print each visible check; 0 when all pass, 1 otherwise, 2 if
     unreadable, 3 (REFUSED) when started inside the kernel of another check."""
-    if os.environ.get(KERNEL_MARK):
-        print(render("tfcourse check: not run here: this is the kernel of the check of {outer}, "
-                     "and a check does not start another one", {"outer": os.environ[KERNEL_MARK]},
-                     "en"))
+    if os.environ.get(KERNEL_MARK):             # at once: nothing imported for it
+        print(f"tfcourse check: not run here: this is the kernel of the check of "
+              f"{os.environ[KERNEL_MARK]}, and a check does not start another one")
         return REFUSED
+    import nbformat
+
+    from .. import notebook
+    from ..i18n import render
     try:        # a Jupyter kernel runs the notebook: nbclient comes with JupyterLab
         from nbclient import NotebookClient
         from nbclient.exceptions import CellTimeoutError, DeadKernelError
@@ -105,8 +106,11 @@ def run_visible_checks(path: Path, timeout: int = 600) -> int:
             cell.source = ""            # nbclient runs no cell without code
     client = NotebookClient(nb, timeout=timeout, allow_errors=True,
                             resources={"metadata": {"path": str(path.resolve().parent)}})
-    print(say("running {path} as it is saved on disk (its training cells too, so this can take a "
-              "minute or two)...", path=path))
+    if notebook.cells_with_role(nb, "recipe"):
+        print(say("running {path} as it is saved on disk (its training cells too, so this can "
+                  "take a few minutes)...", path=path))
+    else:
+        print(say("running {path} as it is saved on disk...", path=path))
     stopped = None
     try:
         # The kernel's own log (transport warnings) is noise to a student; outputs come by messages.
