@@ -24,7 +24,7 @@ import yaml
 from tfcourse.course import CourseError, load_course, parse_course
 from tfcourse.grading.report import NotebookReport, SubmissionReport, TestResult
 from tfcourse.hub import page
-from tfcourse.hub.ledger import (DAY, FAILED, GRADED, HOUR, LIMITED, QUEUED, REFUSED,
+from tfcourse.hub.ledger import (DAY, FAILED, GRADED, HOUR, LIMITED, QUEUED, REFUSED, SAME,
                                  SUPERSEDED, AlreadyRunning, Ledger, next_allowed)
 from tfcourse.hub.service import Service
 
@@ -263,14 +263,73 @@ def test_nothing_is_taken_from_an_inbound_folder_that_is_not_the_instructors(cou
     assert feedback.scan() == 1 and feedback.distrust == ""
 
 
-def test_a_renamed_submission_is_not_a_new_one(course, tmp_path):
+def test_a_renamed_submission_is_recorded_not_graded_again(course, tmp_path):
+    """A folder renamed is the same submission (same student, assignment and notebooks, its old
+    name gone): recorded with the reason, not graded nor counted again. Changed, it is new."""
     feedback = service(course, tmp_path)
     folder = submit(tmp_path / "exchange", "alice")
     feedback.scan()
     grade_next(feedback)
-    folder.rename(folder.with_name("alice+01-attention+again+x"))
+    renamed = folder.rename(folder.with_name("alice+01-attention+again+x"))
     assert feedback.scan() == 1
-    assert len(feedback.ledger.all()) == 1 and "alice+01-attention+again+x" in feedback.ignored
+    again = feedback.ledger.records[renamed.name]
+    assert again.status == SAME and not feedback.ledger.snapshot_folder(renamed.name).exists()
+    records, results = feedback.view("alice")
+    assert "the same notebooks as your submission of " + page.when(T0) in \
+        page.page(course, "alice", records, results, T0, "en")
+    (renamed / "attention.ipynb").write_bytes(b'{"cells": [], "changed": 1}')
+    renamed.rename(folder.with_name("alice+01-attention+third+y"))
+    assert feedback.scan() == 1
+    assert feedback.ledger.records["alice+01-attention+third+y"].status == QUEUED
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A small ext4 file system of its own (a loop device), where the inode number of a folder
+    deleted is given to the next one made: what happens on a class's exchange, made certain."""
+    image, mount = tmp_path / "disk.img", tmp_path / "disk"
+    if not shutil.which("mkfs.ext4"):
+        pytest.skip("mkfs.ext4 is not installed (e2fsprogs)")
+    mount.mkdir()
+    with open(image, "wb") as stream:
+        stream.truncate(8 << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True, capture_output=True)
+    mounted = subprocess.run(["mount", "-o", "loop", str(image), str(mount)], capture_output=True,
+                             text=True)
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a loop device here (it needs root and /dev/loop*): "
+                    f"{mounted.stderr.strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_classmates_submission_on_a_reused_inode_is_graded(course, tmp_path, small_disk):
+    """nbgrader's inbound folder lets a student delete their own submitted folders, and ext4
+    gives the freed inode numbers to the next folders made. Alice submits ten times and deletes
+    her folders; the next submissions of her classmates, on her old inode numbers, are graded."""
+    exchange = small_disk / "exchange"
+    feedback = Service(course, exchange, tmp_path / "state", clock=Clock(), grade=full_marks,
+                       trust_names=True)
+    hers = [submit(exchange, "alice", stamp=str(n), notebook=b'{"n": %d}' % n)
+            for n in range(10)]
+    inodes = {os.stat(folder).st_ino for folder in hers}
+    assert feedback.scan() == 10
+    grade_next(feedback)                                # her newest (the others superseded)
+    for folder in hers:
+        shutil.rmtree(folder)
+    theirs = [submit(exchange, name, stamp=str(10 + n))
+              for n, name in enumerate(["bob", "carol", "dave"])]
+    reused = [folder.name for folder in theirs if os.stat(folder).st_ino in inodes]
+    assert reused, "ext4 gave none of alice's inode numbers again: this proves nothing"
+    assert feedback.scan() == 3
+    queued = {key: record.status for key, record in feedback.ledger.records.items()
+              if not key.startswith("alice")}
+    assert queued == {folder.name: QUEUED for folder in theirs}, f"reused: {reused}"
+    for _ in theirs:
+        grade_next(feedback)
+    for folder in theirs:
+        assert feedback.ledger.records[folder.name].status == GRADED, folder.name
+        assert feedback.view(folder.name.split("+")[0])[0][0].status == GRADED
 
 
 def test_a_huge_notebook_is_copied_without_outputs_or_not_at_all(course, tmp_path):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from tfcourse.course import Course, CourseError
 from tfcourse.grading.results import STYLE, part_html, say
 
-from .ledger import FAILED, GRADED, GRADING, LIMITED, QUEUED, REFUSED, SUPERSEDED, Record
+from .ledger import FAILED, GRADED, GRADING, LIMITED, QUEUED, REFUSED, SAME, SUPERSEDED, Record
 
 REFRESH_SECONDS = 5         # the page reloads itself while a submission is waiting
 
@@ -84,7 +84,7 @@ def status_line(record: Record, lang: str, course: Course, position: int | None)
     if record.status == LIMITED and record.next_allowed:
         return say(record.why, {**record.params, "when": when(record.next_allowed)}, lang,
                    course)
-    if record.status in (LIMITED, REFUSED, FAILED, SUPERSEDED):
+    if record.status in (LIMITED, REFUSED, FAILED, SUPERSEDED, SAME):
         return say(record.why, record.params, lang, course)
     return ""
 

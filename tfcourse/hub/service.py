@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import replace
 from pathlib import Path
 
 from tfcourse.course import Course, CourseError
@@ -31,9 +32,12 @@ from tfcourse.grading.runner import failure_report, grade_in_child, student_thre
 
 from . import page
 from .inbox import Arrival, Watcher, check_inbound, inbound, owner_of, snapshot
-from .ledger import GRADING, HOUR, QUEUED, REFUSED, AlreadyRunning, Ledger, Record
+from .ledger import (FAILED, FLOOD, GRADING, HOUR, QUEUED, REFUSED, SAME, AlreadyRunning, Ledger,
+                     Record, digest, remove_tree)
 
 log = logging.getLogger("tfcourse.feedback")
+FLOODED = "not recorded: more than {flood} submissions from you in a day"
+FREE_MB = 1                 # less free space in the state folder: grading waits
 
 
 class Service:
@@ -55,8 +59,13 @@ class Service:
         self.busy: set[str] = set()             # students one of whose submissions is graded now
         self.stopping = threading.Event()
         self.threads: list[threading.Thread] = []
-        self.ignored: set[str] = set()          # entries of a flood, left alone until a restart
+        # entries not recorded one by one (a flood), or whose record could not be written:
+        # key -> (student, why, its params), left alone until a restart
+        self.ignored: dict[str, tuple[str, str, dict]] = {}
         self.distrust = ""                      # why the inbound folder is not looked into
+        self.problem, self.problem_since = "", 0.0  # why the state folder cannot be written
+        self.started: dict[str, float] = {}     # submissions being graded: when they began
+        self.unwritten: dict[str, tuple] = {}   # results graded, not written yet: (report, s)
 
     # -- starting and stopping ----------------------------------------------------------------
     def start(self) -> None:
@@ -97,28 +106,35 @@ class Service:
         if distrust:
             return 0
         found = self.watcher.arrivals(lambda key: key in self.ignored or self.ledger.seen(key))
+        taken = 0
         for arrival in found:
             try:
                 self.take(arrival)
+            except OSError as error:            # the state folder: taken at the next look
+                self.trouble(f"{arrival.key} not taken yet: {error}")
+                break
             except Exception:                   # one odd entry does not hold up the others
-                self.ignored.add(arrival.key)
                 log.error("%s: could not be taken:\n%s", arrival.key, traceback.format_exc())
+                self.not_taken(arrival, "not graded: the service could not read this "
+                                        "submission; your instructor has the details")
+            taken += 1
+        else:
+            if taken:
+                self.trouble("")
         with self.turns:
             self.turns.notify_all()
-        return len(found)
+        return taken
 
     def take(self, arrival: Arrival) -> Record:
-        """Record a new submission: refused (another's name, an unknown assignment), over fair
-        use, or copied and queued. A flood from one account is not even recorded."""
+        """Record a new submission: refused (another's name, an unknown assignment), the same as
+        one graded or queued already, over fair use, or copied and queued. A flood from one
+        account is not recorded one by one (its count is shown)."""
         student = arrival.named if self.trust_names else arrival.owner
-        record = Record(arrival.key, student, arrival.assignment, self.clock(),
-                        inode=arrival.inode)
-        first = self.ledger.renamed(arrival.inode, arrival.key)
-        if first or self.ledger.flooding(record.student, record.received):
-            self.ignored.add(arrival.key)
-            log.warning("%s: %s", arrival.key, f"the folder first seen as {first}, renamed"
-                        if first else f"{record.student} submitted more than anyone needs in "
-                                      f"a day: ignored")
+        record = Record(arrival.key, student, arrival.assignment, self.clock())
+        if self.ledger.flooding(record.student, record.received):
+            self.ignored[arrival.key] = (student, FLOODED, {"flood": FLOOD})
+            log.warning("%s: %s submitted more than anyone needs in a day: not recorded",
+                        arrival.key, student)
             return record
         known = {a.id for a in self.course.assignments}
         if not self.trust_names and arrival.owner != arrival.named:
@@ -133,17 +149,49 @@ class Service:
             self.ledger.save(record)
             log.warning("%s: %s", arrival.key, record.why.format(**record.params))
             return record
+        # Copied before it is queued (no worker sees it half copied); its digest tells a folder
+        # renamed, or the same work submitted again, from a new submission.
+        self._copy(record, arrival)
+        record.digest = digest(self.ledger.snapshot_folder(record.key))
+        same = self.ledger.same_as(record, lambda key: not os.path.lexists(self.inbox / key))
+        if same is not None:
+            record.status, record.why = SAME, ("not graded: the same notebooks as your "
+                                               "submission of {when}, whose folder is gone; "
+                                               "its results are theirs")
+            record.params = {"when": page.when(same.received)}
+            self.ledger.save(record)
+            remove_tree(self.ledger.snapshot_folder(record.key))
+            log.info("%s: the same notebooks as %s, not graded again", arrival.key, same.key)
+            return record
         feedback = self.course.feedback
-        with self.turns:                        # no worker takes it before it is copied
+        with self.turns:
             if not self.ledger.admit(record, feedback.per_hour, feedback.per_day):
+                remove_tree(self.ledger.snapshot_folder(record.key))
                 log.info("%s: over fair use, not graded", arrival.key)
                 return record
-            try:
-                self._copy(record, arrival)
-            except Exception:                   # its grading copies it again, or says it's gone
-                log.error("%s: could not be copied:\n%s", arrival.key, traceback.format_exc())
         log.info("%s: queued", arrival.key)
         return record
+
+    def not_taken(self, arrival: Arrival, why: str) -> None:
+        """Record `arrival` as not graded, saying why (held in memory if even that fails)."""
+        student = arrival.named if self.trust_names else arrival.owner
+        self.ignored[arrival.key] = (student, why, {})
+        try:
+            self.ledger.save(Record(arrival.key, student, arrival.assignment, self.clock(),
+                                    status=FAILED, why=why))
+        except OSError:
+            pass
+
+    def trouble(self, problem: str) -> None:
+        """What keeps the service from writing its state folder now ("": nothing), logged when
+        it changes and shown on the instructor's page."""
+        if problem and not self.problem:
+            log.error("the state folder %s cannot be written: %s; grading waits, and resumes "
+                      "by itself once it can", self.ledger.state, problem)
+            self.problem_since = self.clock()
+        elif self.problem and not problem:
+            log.info("the state folder can be written again: grading resumes")
+        self.problem = problem
 
     def _copy(self, record: Record, arrival: Arrival | None = None) -> None:
         """Copy what was submitted into the state folder (again, after a restart that came
@@ -163,24 +211,47 @@ class Service:
     def next_turn(self) -> Record | None:
         """The next submission to grade, by turns: among queued ones whose student has none
         being graded now, that of the student graded least in the last hour, then the oldest.
-        Waits for one; None once the service stops."""
+        Waits for one (and for space in the state folder); None once the service stops."""
         with self.turns:
             while not self.stopping.is_set():
-                now = self.clock()
-                recent: dict[str, int] = {}
-                for r in self.ledger.all():
-                    if r.graded_at and r.graded_at > now - HOUR:
-                        recent[r.student] = recent.get(r.student, 0) + 1
-                waiting = [r for r in self.ledger.all()
-                           if r.status == QUEUED and r.student not in self.busy]
-                if waiting:
-                    record = min(waiting, key=lambda r: (recent.get(r.student, 0), r.received))
-                    record.status, record.attempts = GRADING, record.attempts + 1
-                    self.ledger.save(record)
-                    self.busy.add(record.student)
-                    return record
+                waiting = self.order()
+                if waiting and self.room():
+                    record = waiting[0]
+                    taken = replace(record, status=GRADING, attempts=record.attempts + 1)
+                    try:
+                        self.ledger.save(taken)
+                    except OSError as error:
+                        self.trouble(f"{record.key} not started: {error}")
+                    else:
+                        self.busy.add(record.student)
+                        self.started[record.key] = self.clock()
+                        return taken
                 self.turns.wait(1.0)
         return None
+
+    def order(self, free: bool = True) -> list[Record]:
+        """The queued submissions in the order they will be graded (`free`: only those whose
+        student has none being graded now, the ones `next_turn` chooses from)."""
+        now = self.clock()
+        recent: dict[str, int] = {}
+        for r in self.ledger.all():
+            if r.graded_at and r.graded_at > now - HOUR:
+                recent[r.student] = recent.get(r.student, 0) + 1
+        waiting = [r for r in self.ledger.all()
+                   if r.status == QUEUED and not (free and r.student in self.busy)]
+        return sorted(waiting, key=lambda r: (recent.get(r.student, 0), r.received))
+
+    def room(self) -> bool:
+        """Whether the state folder has room for a submission's results (else says so)."""
+        try:
+            info = os.statvfs(self.ledger.state)
+        except OSError:
+            return True
+        free = info.f_bavail * info.f_frsize / 1048576
+        if free >= FREE_MB:
+            return True
+        self.trouble(f"its disk is full ({free:.1f} MB free)")
+        return False
 
     def _work(self) -> None:
         while (record := self.next_turn()) is not None:
@@ -191,28 +262,46 @@ class Service:
             finally:
                 with self.turns:
                     self.busy.discard(record.student)
+                    self.started.pop(record.key, None)
                     self.turns.notify_all()
 
     def grade_one(self, record: Record) -> None:
-        """Grade `record` (taken by `next_turn`) and record its results."""
-        started = time.monotonic()
+        """Grade `record` (taken by `next_turn`) and record its results. Results that cannot be
+        written (a full disk) are kept, and the submission queued again, to be written later."""
+        started = self.clock()
+        report, seconds = self.unwritten.pop(record.key, (None, 0.0))
+        if report is None:
+            report = self._grade(record)
+            if self.stopping.is_set():          # stopped while grading: graded after the restart
+                return
+            report.submission = f"{record.student}, {page.when(record.received)}"
+            seconds = self.clock() - started
+        try:
+            results = write_results(self.course, report, self.ledger.results_folder(record.key),
+                                    self.lang)
+            done = self.ledger.finish(replace(record, seconds=round(seconds, 2)), results,
+                                      failed=bool(report.error), now=self.clock())
+        except OSError as error:
+            self.unwritten[record.key] = (report, seconds)
+            self.trouble(f"{record.key}: its results not written: {error}")
+            with self.turns:
+                self.ledger.records[record.key] = replace(record, status=QUEUED,
+                                                          attempts=record.attempts - 1)
+            return
+        self.trouble("")
+        log.info("%s: %s / %s in %.1f s", done.key, results["score"], results["max_score"],
+                 seconds)
+
+    def _grade(self, record: Record):
         folder = self.ledger.snapshot_folder(record.key)
         try:
             if not folder.is_dir():             # queued, then stopped before it was copied
                 self._copy(record)
             folder.mkdir(mode=0o700, exist_ok=True)     # nothing could be copied: graded empty
-            report = self.grade(self.course, folder, record.assignment)
+            return self.grade(self.course, folder, record.assignment)
         except Exception:
-            report = failure_report(self.course, folder, record.assignment,
-                                    traceback.format_exc())
-        if self.stopping.is_set():              # stopped while grading: graded after the restart
-            return
-        report.submission = f"{record.student}, {page.when(record.received)}"
-        results = write_results(self.course, report, self.ledger.results_folder(record.key),
-                                self.lang)
-        self.ledger.finish(record, results, failed=bool(report.error), now=self.clock())
-        log.info("%s: %s / %s in %.1f s", record.key, results["score"], results["max_score"],
-                 time.monotonic() - started)
+            return failure_report(self.course, folder, record.assignment,
+                                  traceback.format_exc())
 
     def _grade_in_sandbox(self, course: Course, folder: Path, assignment: str):
         snapshots = self.ledger.state / "snapshots"
