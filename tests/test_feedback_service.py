@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 import math
 import os
 import shutil
@@ -476,6 +477,131 @@ def test_a_flood_is_graded_once_each_by_several_workers(course, tmp_path):
         time.sleep(0.05)
     feedback.stop()
     assert len(graded) == len(set(graded)) == 40
+
+
+# -- where a submission is, and when its results come ---------------------------------------------------
+def timed(clock: Clock, seconds: dict[str, float]):
+    """A stand-in grader that takes `seconds[assignment]` of the clock's time."""
+    def grade(course, folder, assignment):
+        clock.now += seconds[assignment]
+        return full_marks(course, folder, assignment)
+    return grade
+
+
+def test_the_page_says_how_many_are_ahead_and_when_the_results_come(course, tmp_path):
+    """After two gradings measured (01 takes 40 s, 02 100 s), a rush: eve queues all three
+    assignments, four classmates one each. Each page says how many go first and when its results
+    come; graded by turns (eve's second after everyone's first), each comes exactly then."""
+    clock = Clock()
+    feedback = service(course, tmp_path, clock,
+                       grade=timed(clock, {"01-attention": 40, "02-layers": 100,
+                                           "03-sorting": 70}))    # unmeasured: the median
+    submit(tmp_path / "exchange", "warm", "01-attention", stamp="w1")
+    submit(tmp_path / "exchange", "warm", "02-layers", stamp="w2")
+    feedback.scan()
+    grade_next(feedback), grade_next(feedback)
+    for n, assignment in enumerate(["01-attention", "02-layers", "03-sorting"]):
+        submit(tmp_path / "exchange", "eve", assignment, stamp=f"e{n}")
+    for n, name in enumerate(["ana", "bob", "cy", "dan"]):
+        submit(tmp_path / "exchange", name, ["01-attention", "02-layers"][n % 2], stamp=str(n))
+    feedback.scan()
+    waits = feedback.waits()
+    assert sorted(w.ahead for w in waits.values()) == list(range(7))
+    promised = {key: clock.now + wait.seconds for key, wait in waits.items()}
+    # recorded when queued, and right for those no later arrival goes before (not eve's repeats)
+    later = [r for r in feedback.ledger.all() if r.student in ("ana", "bob", "cy", "dan")]
+    assert [r.estimate for r in later] == [pytest.approx(promised[r.key] - r.received)
+                                           for r in later]
+    dan = feedback.view("dan")[0][0]
+    text = page.page(course, "dan", [dan], {}, clock.now, "en", waits)
+    assert f"queued, {waits[dan.key].ahead} ahead of you, results in about " \
+           f"{page.duration(waits[dan.key].seconds)}" in text
+    assert '<meta http-equiv="refresh"' in text                 # it reloads itself
+    finished = {}
+    for _ in range(7):
+        key = grade_next(feedback)
+        finished[key] = clock.now
+    assert finished == promised
+    assert [key.split("+")[0] for key in finished] == \
+        ["eve", "ana", "bob", "cy", "dan", "eve", "eve"]
+
+
+def test_the_instructor_sees_the_queue_the_rate_and_the_failures(course, tmp_path):
+    clock = Clock()
+    feedback = service(course, tmp_path, clock, grade=timed(clock, {"01-attention": 30}))
+    for n, name in enumerate(["ana", "bob", "cy"]):
+        submit(tmp_path / "exchange", name, stamp=str(n))
+    feedback.scan()
+    grade_next(feedback)
+    feedback.ledger.save(page.Record("zed+01-attention+9+r9", "zed", "01-attention", T0, FAILED,
+                                     why="the grader failed on this submission; your "
+                                         "instructor has the details"))
+    overview = feedback.overview()
+    assert [(item["student"], item["ahead"]) for item in overview["queue"]] == \
+        [("bob", 0), ("cy", 1)]
+    assert [item["wait"] for item in overview["queue"]] == [30, 60]
+    assert overview["graded_last_10_minutes"] == 1 and overview["counts"]["failed"] == 1
+    assert overview["seconds_per_grading"]["01-attention"] == 30
+    text = page.instructor(course, overview, "en")
+    assert "zed" in text and "the grader failed" in text and "<td>bob</td>" in text
+    assert "graded in the last 10 minutes:\n1" in text
+
+
+@pytest.fixture
+def small_state(tmp_path):
+    """The service's state folder on a tmpfs of 2 MB of its own, to fill."""
+    folder = tmp_path / "state"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs",
+                              str(folder)], capture_output=True, text=True)
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a tmpfs here (it needs root): {mounted.stderr.strip()}")
+    yield folder
+    subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def fill(folder: Path) -> Path:
+    filler = folder / "filler"
+    with open(filler, "wb") as stream:
+        try:
+            while True:
+                stream.write(b"\0" * 65536)
+                stream.flush()
+        except OSError:
+            pass
+    return filler
+
+
+def test_a_full_state_folder_loses_nothing_and_grading_resumes_by_itself(course, tmp_path,
+                                                                          small_state, caplog):
+    """The state folder's disk fills: a submission arriving then is taken once there is room,
+    a grading whose results cannot be written is written then (graded once); the log and the
+    instructor's page say why meanwhile, and no record is half written."""
+    caplog.set_level(logging.INFO, logger="tfcourse.feedback")
+    graded: list[str] = []
+    feedback = service(course, tmp_path, grade=full_marks_counting(graded))
+    submit(tmp_path / "exchange", "ana", stamp="1")
+    feedback.scan()
+    record = feedback.next_turn()
+    filler = fill(small_state)
+    feedback.grade_one(record)                          # its results cannot be written
+    feedback.busy.discard(record.student)               # as its worker does
+    submit(tmp_path / "exchange", "bob", stamp="2")
+    assert feedback.scan() == 0                         # nor bob's submission taken
+    assert "No space left" in feedback.problem
+    assert "cannot be written" in caplog.text and "resumes by itself" in caplog.text
+    assert "cannot be written since" in page.instructor(course, feedback.overview(), "en")
+    assert feedback.ledger.records[record.key].status == QUEUED
+    assert feedback.room() is False
+    assert {r["status"] for r in _records(small_state).values()} == {"grading"}  # ana's, whole
+    filler.unlink()                                     # space comes back
+    assert feedback.scan() == 1
+    grade_next(feedback), grade_next(feedback)
+    assert feedback.problem == "" and "grading resumes" in caplog.text
+    statuses = {key: r["status"] for key, r in _records(small_state).items()}
+    assert statuses == {record.key: GRADED, "bob+01-attention+2+r2": GRADED}
+    assert sorted(graded) == sorted(statuses)           # each graded once
+    assert not list(small_state.glob("records/.*"))     # no half-written record left
 
 
 # -- what a student sees ------------------------------------------------------------------------------

@@ -58,6 +58,8 @@ class Record:
     seconds: float | None = None    # how long its grading took (the wait estimates learn from it)
     attempts: int = 0           # gradings started (more than one: the service was restarted)
     digest: str = ""            # of the notebooks copied (a renamed folder is the same submission)
+    estimate: float | None = None   # the wait for results its page said when it was queued (s)
+    ahead: int | None = None        # and how many submissions it said were ahead of it
 
     @classmethod
     def from_dict(cls, data: dict) -> "Record":

@@ -32,6 +32,7 @@ from tfcourse.grading.runner import failure_report, grade_in_child, student_thre
 
 from . import page
 from .inbox import Arrival, Watcher, check_inbound, inbound, owner_of, snapshot
+from .estimate import Timing, Wait, play
 from .ledger import (FAILED, FLOOD, GRADING, HOUR, QUEUED, REFUSED, SAME, AlreadyRunning, Ledger,
                      Record, digest, remove_tree)
 
@@ -66,6 +67,7 @@ class Service:
         self.problem, self.problem_since = "", 0.0  # why the state folder cannot be written
         self.started: dict[str, float] = {}     # submissions being graded: when they began
         self.unwritten: dict[str, tuple] = {}   # results graded, not written yet: (report, s)
+        self.timing = Timing()                  # what gradings took: the waits shown
 
     # -- starting and stopping ----------------------------------------------------------------
     def start(self) -> None:
@@ -73,6 +75,8 @@ class Service:
         watcher."""
         self.ledger.claim()
         again = self.ledger.load()
+        for record in sorted(self.ledger.all(), key=lambda r: r.graded_at or 0):
+            self.timing.add(record.assignment, record.seconds)
         if again:
             log.info("picked up %d submission(s) left pending", len(again))
         self.threads = [threading.Thread(target=self._work, name=f"grader-{n}", daemon=True)
@@ -169,6 +173,10 @@ class Service:
                 remove_tree(self.ledger.snapshot_folder(record.key))
                 log.info("%s: over fair use, not graded", arrival.key)
                 return record
+            wait = self.waits().get(record.key)
+            if wait is not None:                # what its page says now, to compare later
+                record = replace(record, estimate=round(wait.seconds, 1), ahead=wait.ahead)
+                self.ledger.save(record)
         log.info("%s: queued", arrival.key)
         return record
 
@@ -289,6 +297,7 @@ class Service:
                                                           attempts=record.attempts - 1)
             return
         self.trouble("")
+        self.timing.add(done.assignment, seconds)
         log.info("%s: %s / %s in %.1f s", done.key, results["score"], results["max_score"],
                  seconds)
 
@@ -310,16 +319,56 @@ class Service:
                               within=snapshots)
 
     # -- what the page shows ----------------------------------------------------------------------
-    def positions(self) -> dict[str, int]:
-        """Queued submissions: how many were queued before each (graded by turns, so at most
-        that many come first)."""
-        waiting = sorted((r for r in self.ledger.all() if r.status == QUEUED),
-                         key=lambda r: r.received)
-        return {record.key: index for index, record in enumerate(waiting)}
+    def waits(self) -> dict[str, Wait]:
+        """Submissions queued or being graded: how many go before each, and how long until its
+        results, from the gradings measured so far (estimate.play)."""
+        with self.turns:
+            records = self.ledger.all()
+            running = {key: (self.ledger.records[key], began)
+                       for key, began in self.started.items()
+                       if key in self.ledger.records and self.ledger.records[key].status == GRADING}
+            now = self.clock()
+            waits = play([r for r in records if r.status == QUEUED], running,
+                         [r for r in records if r.graded_at], self.jobs, self.timing, now)
+            for key, (record, began) in running.items():
+                waits[key] = Wait(0, max(0.0, began + self.timing.of(record.assignment) - now))
+            return waits
+
+    def overview(self) -> dict:
+        """What the instructor sees: the queue, the rate, the failures, and what keeps the service
+        from its work."""
+        now, waits = self.clock(), self.waits()
+        records = self.ledger.all()
+        queue = sorted((r for r in records if r.key in waits),
+                       key=lambda r: (r.status != GRADING, waits[r.key].ahead))
+        done = [r for r in records if r.graded_at]
+        return {
+            "now": now, "jobs": self.jobs, "problem": self.problem,
+            "problem_since": self.problem_since if self.problem else None,
+            "distrust": self.distrust,
+            "queue": [{"key": r.key, "student": r.student, "assignment": r.assignment,
+                       "status": r.status, "received": r.received, "ahead": waits[r.key].ahead,
+                       "wait": round(waits[r.key].seconds, 1)} for r in queue],
+            "graded_last_10_minutes": sum(r.graded_at > now - 600 for r in done),
+            "graded_last_hour": sum(r.graded_at > now - HOUR for r in done),
+            "seconds_per_grading": {a.id: round(self.timing.of(a.id), 1)
+                                    for a in self.course.assignments},
+            "counts": {status: sum(r.status == status for r in records)
+                       for status in sorted({r.status for r in records})},
+            "failures": [{"key": r.key, "student": r.student, "assignment": r.assignment,
+                          "why": r.why, "params": r.params} for r in records
+                         if r.status == FAILED],
+            "not_recorded": [{"key": key, "student": student, "why": why, "params": params}
+                             for key, (student, why, params) in sorted(self.ignored.items())],
+        }
 
     def view(self, student: str) -> tuple[list[Record], dict]:
         records = self.ledger.of_student(student)
         return records, {r.key: self.ledger.results(r.key) for r in records}
+
+    def not_recorded(self, student: str) -> list[tuple[str, dict]]:
+        """Why some of `student`'s folders have no record (a flood): (template, params)."""
+        return [(why, params) for who, why, params in self.ignored.values() if who == student]
 
 
 # -- the page, behind the hub's login ---------------------------------------------------------------
@@ -339,26 +388,39 @@ def make_app(service: Service, prefix: str, instructors: set[str]):
     class Page(Base):
         @web.authenticated
         def get(self):
+            self.set_header("Cache-Control", "no-store")
+            if self.get_current_user()["name"] in instructors and \
+                    not self.get_argument("student", None):
+                self.write(page.instructor(service.course, service.overview(), service.lang))
+                return
             student = self.students()[0]
             records, results = service.view(student)
-            self.set_header("Cache-Control", "no-store")
             self.write(page.page(service.course, student, records, results, service.clock(),
-                                 service.lang, service.positions()))
+                                 service.lang, service.waits(), service.not_recorded(student)))
 
     class Api(Base):
         @web.authenticated
         def get(self):
             student = self.students()[0]
             records, results = service.view(student)
-            now = service.clock()
+            now, waits = service.clock(), service.waits()
             self.set_header("Cache-Control", "no-store")
             self.write({"student": student, "submissions": [
-                page.summary(r, results.get(r.key), service.course, now, service.lang)
-                for r in records]})
+                page.summary(r, results.get(r.key), service.course, now, service.lang,
+                             waits.get(r.key)) for r in records]})
+
+    class Queue(Base):
+        @web.authenticated
+        def get(self):
+            if self.get_current_user()["name"] not in instructors:
+                raise web.HTTPError(403)
+            self.set_header("Cache-Control", "no-store")
+            self.write(service.overview())
 
     return web.Application([
         (prefix, Page),
         (prefix + "api/feedback", Api),
+        (prefix + "api/queue", Queue),
         (prefix + "oauth_callback", HubOAuthCallbackHandler),
     ], cookie_secret=os.urandom(32))
 
