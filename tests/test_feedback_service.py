@@ -479,7 +479,7 @@ def test_a_flood_is_graded_once_each_by_several_workers(course, tmp_path):
     assert len(graded) == len(set(graded)) == 40
 
 
-# -- where a submission is, and when its results come ---------------------------------------------------
+# -- where a submission is, and when its results come ---------------------------------------------
 def timed(clock: Clock, seconds: dict[str, float]):
     """A stand-in grader that takes `seconds[assignment]` of the clock's time."""
     def grade(course, folder, assignment):
