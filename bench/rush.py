@@ -145,7 +145,27 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
 
 
-def analyse(found: dict, sent: dict[str, float], log: str, jobs: int, cpu: float) -> dict:
+def started_at(log: str) -> list[float]:
+    """When each service process began watching (the log's times are local)."""
+    import datetime
+
+    return [datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            for stamp in re.findall(r"^(\S+ \S+) tfcourse\.feedback watching ", log, re.M)]
+
+
+def estimate_errors(records: list[dict]) -> dict:
+    errors = [abs(r["estimate"] - (r["graded_at"] - r["received"])) /
+              max(1.0, r["graded_at"] - r["received"])
+              for r in records if r.get("estimate") is not None]
+    if not errors:
+        return {"count": 0}
+    return {"count": len(errors), "median": round(statistics.median(errors), 3),
+            "p95": round(percentile(errors, 0.95), 3), "worst": round(max(errors), 3),
+            "within_25": round(sum(e <= 0.25 for e in errors) / len(errors), 3)}
+
+
+def analyse(found: dict, sent: dict[str, float], log: str, jobs: int, cpu: float,
+            windows: list[tuple[float, float]]) -> dict:
     graded = {k: r for k, r in found.items() if r["status"] in ("graded", "failed")
               and r.get("graded_at")}
     waits = [r["graded_at"] - sent[k] for k, r in graded.items() if k in sent]
@@ -160,17 +180,19 @@ def analyse(found: dict, sent: dict[str, float], log: str, jobs: int, cpu: float
                           - max(starts[o], r["received"]))
                       for o in repeats if graded[o]["student"] != r["student"])
         behind = max(behind, overlap / jobs)
-    idle = 0.0
+    idle = idle_clear = 0.0         # slot-seconds idle while a submission waited
     if graded:
         t, end = min(r["received"] for r in graded.values()), max(starts.values())
         while t < end:
             waiting = sum(r["received"] <= t < starts[k] for k, r in graded.items())
             running = sum(starts[k] <= t < r["graded_at"] for k, r in graded.items())
-            idle += 0.5 * max(0, min(jobs, running + waiting) - running)
+            lost = 0.5 * max(0, min(jobs, running + waiting) - running)
+            idle += lost
+            if not any(begin <= t < until for begin, until in windows):
+                idle_clear += lost
             t += 0.5
-    errors = [abs(r["estimate"] - (r["graded_at"] - r["received"])) /
-              max(1.0, r["graded_at"] - r["received"])
-              for r in graded.values() if r.get("estimate") is not None]
+    clear = [r for r in graded.values()
+             if not any(r["received"] < end and begin < r["graded_at"] for begin, end in windows)]
     logged = re.findall(r"tfcourse\.feedback (.+?): \S+ / \S+ in [\d.]+ s$", log, re.M)
     twice = sorted({k for k in logged if logged.count(k) > 1})
     return {
@@ -184,11 +206,9 @@ def analyse(found: dict, sent: dict[str, float], log: str, jobs: int, cpu: float
         "wait_p95": round(percentile(waits, 0.95), 1) if waits else None,
         "wait_worst": round(max(waits), 1) if waits else None,
         "behind_repeats_worst": round(behind, 1),
-        "idle_slot_seconds": idle,
-        "estimate_error_median": round(statistics.median(errors), 3) if errors else None,
-        "estimate_error_worst": round(max(errors), 3) if errors else None,
-        "estimate_within_25": round(sum(e <= 0.25 for e in errors) / len(errors), 3)
-        if errors else None,
+        "idle_slot_seconds": idle, "idle_slot_seconds_clear_of_faults": idle_clear,
+        "estimate_error_all": estimate_errors(list(graded.values())),
+        "estimate_error_clear_of_faults": estimate_errors(clear),
         "grading_seconds_median": round(statistics.median(
             [r["seconds"] for r in graded.values() if r.get("seconds")]), 1) if graded else None,
     }
@@ -225,6 +245,7 @@ def main() -> int:
     kills = [len(events) * (k + 1) // (options.kill + 2) for k in range(options.kill)]
     fill_at = len(events) * 2 // 3 if options.fill else -1
     notes: list[str] = []
+    windows: list[tuple[float, float]] = []     # (begin, end) of each fault, by the clock
     sent: dict[str, float] = {}
     service = start(state, exchange, options.jobs, log, account)
     began = time.monotonic()
@@ -235,6 +256,7 @@ def main() -> int:
             sent[key] = time.time()
             if index in kills:
                 time.sleep(3)
+                windows.append((time.time(), 0.0))
                 service.send_signal(signal.SIGKILL)
                 service.wait()
                 notes.append(f"SIGKILL after {index + 1} submissions, at "
@@ -242,6 +264,7 @@ def main() -> int:
                 service = start(state, exchange, options.jobs, log, account)
             if index == fill_at:
                 filler = fill(state)
+                windows.append((time.time(), time.time() + options.fill))
                 time.sleep(options.fill)
                 said = [line for line in log.read_text().splitlines()
                         if "cannot be written" in line]
@@ -264,7 +287,11 @@ def main() -> int:
             service.kill()
     cpu = account.seconds() if account else 0.0
     found, unreadable = records(state)
-    figures = analyse(found, sent, log.read_text(), options.jobs, cpu)
+    text = log.read_text()
+    starts = started_at(text)
+    windows = [(begin, end or next((t for t in starts if t > begin), time.time()))
+               for begin, end in windows]
+    figures = analyse(found, sent, text, options.jobs, cpu, windows)
     figures.update(assignment=options.assignment, students=options.students,
                    minutes=options.minutes, jobs=options.jobs, unreadable_records=unreadable,
                    forged=sorted(str(p) for p in state.rglob("forged.json")), faults=notes,

@@ -604,6 +604,28 @@ def test_a_full_state_folder_loses_nothing_and_grading_resumes_by_itself(course,
     assert not list(small_state.glob("records/.*"))     # no half-written record left
 
 
+def test_a_service_restarted_on_a_full_disk_starts_and_grades_once_there_is_room(
+        course, tmp_path, small_state):
+    """Killed while grading, restarted while its state folder's disk is full: it starts (it used
+    to stop at once, unable to rewrite the record it took up), and grades once there is room."""
+    graded: list[str] = []
+    first = service(course, tmp_path)
+    submit(tmp_path / "exchange", "ana", stamp="1")
+    first.scan()
+    key = first.next_turn().key                         # being graded when it is killed
+    del first
+    filler = fill(small_state)
+    again = service(course, tmp_path, grade=full_marks_counting(graded), poll=0.1)
+    again.start()
+    assert again.ledger.records[key].status == QUEUED
+    filler.unlink()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and again.ledger.records[key].status != GRADED:
+        time.sleep(0.1)
+    again.stop()
+    assert _records(small_state)[key]["status"] == GRADED and graded == [key]
+
+
 # -- what a student sees ------------------------------------------------------------------------------
 def results_of(course, points: dict[str, float]) -> dict:
     from tfcourse.grading.results import gradescope_json

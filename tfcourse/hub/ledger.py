@@ -119,18 +119,30 @@ class Ledger:
             if record.status in PENDING:
                 results = self.results_file(record.key)
                 if results.is_file():           # written, then stopped before saying so
-                    self.finish(record, json.loads(results.read_text(encoding="utf-8")))
+                    record = self._after_restart(record, results=json.loads(
+                        results.read_text(encoding="utf-8")))
                 elif record.attempts >= ATTEMPTS:   # it may be what stops the service
-                    record.status = FAILED
-                    record.why = ("not graded: the service stopped {attempts} times while "
-                                  "grading it; your instructor has the details")
-                    record.params = {"attempts": record.attempts}
-                    self.save(record)
+                    self._after_restart(replace(
+                        record, status=FAILED, params={"attempts": record.attempts},
+                        why="not graded: the service stopped {attempts} times while grading "
+                            "it; your instructor has the details"))
                 else:
-                    record.status = QUEUED
-                    self.save(record)
-                    todo.append(record)
+                    todo.append(self._after_restart(replace(record, status=QUEUED)))
         return sorted(todo, key=lambda r: r.received)
+
+    def _after_restart(self, record: Record, results: dict | None = None) -> Record:
+        """Hold `record` as the restart left it, and write it if its disk has room; if not, the
+        record on disk says what it said, and the next restart decides the same."""
+        try:
+            if results is not None:
+                return self.finish(record, results)
+            self.save(record)
+        except OSError:
+            if results is not None:
+                record = replace(record, status=GRADED, score=results.get("score"),
+                                 max_score=results.get("max_score"), graded_at=time.time())
+            self.records[record.key] = record
+        return record
 
     def save(self, record: Record) -> None:
         """Write the record, then hold it (a record that cannot be written is not held)."""
