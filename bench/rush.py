@@ -111,7 +111,7 @@ def submit(made: dict[str, Path], inbound: Path, student: str, assignment: str, 
 
 
 def start(state: Path, exchange: Path, jobs: int, log: Path, account) -> subprocess.Popen:
-    command = ["nice", "-n", "10", sys.executable, "-m", "tfcourse", "--course", str(ROOT),
+    command = [sys.executable, "-m", "tfcourse", "--course", str(ROOT),
                "feedback-service", "--exchange", str(exchange), "--state", str(state),
                "--no-page", "--poll", "1", "--trust-names", "--jobs", str(jobs)]
     return subprocess.Popen(command, stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=ROOT,
