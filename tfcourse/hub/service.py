@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import signal
 import sys
@@ -38,6 +39,7 @@ from .ledger import (FAILED, FLOOD, GRADING, HOUR, QUEUED, REFUSED, SAME, Alread
 
 log = logging.getLogger("tfcourse.feedback")
 FLOODED = "not recorded: more than {flood} submissions from you in a day"
+CACHE_SECONDS = 2.0         # the waits shown are played again at most this often
 FREE_MB = 1                 # less free space in the state folder: grading waits
 
 
@@ -68,6 +70,7 @@ class Service:
         self.started: dict[str, float] = {}     # submissions being graded: when they began
         self.unwritten: dict[str, tuple] = {}   # results graded, not written yet: (report, s)
         self.timing = Timing()                  # what gradings took: the waits shown
+        self._played: tuple[float, dict] = (-math.inf, {})     # the last waits played, when
 
     # -- starting and stopping ----------------------------------------------------------------
     def start(self) -> None:
@@ -173,7 +176,7 @@ class Service:
                 remove_tree(self.ledger.snapshot_folder(record.key))
                 log.info("%s: over fair use, not graded", arrival.key)
                 return record
-            wait = self.waits().get(record.key)
+            wait = self.waits(fresh=True).get(record.key)
             if wait is not None:                # what its page says now, to compare later
                 record = replace(record, estimate=round(wait.seconds, 1), ahead=wait.ahead)
                 self.ledger.save(record)
@@ -233,6 +236,7 @@ class Service:
                     else:
                         self.busy.add(record.student)
                         self.started[record.key] = self.clock()
+                        self._played = (-math.inf, {})  # the queue changed
                         return taken
                 self.turns.wait(1.0)
         return None
@@ -298,6 +302,7 @@ class Service:
             return
         self.trouble("")
         self.timing.add(done.assignment, seconds)
+        self._played = (-math.inf, {})
         log.info("%s: %s / %s in %.1f s", done.key, results["score"], results["max_score"],
                  seconds)
 
@@ -319,10 +324,13 @@ class Service:
                               within=snapshots)
 
     # -- what the page shows ----------------------------------------------------------------------
-    def waits(self) -> dict[str, Wait]:
+    def waits(self, fresh: bool = False) -> dict[str, Wait]:
         """Submissions queued or being graded: how many go before each, and how long until its
-        results, from the gradings measured so far (estimate.play)."""
+        results, from the gradings measured so far (estimate.play). Played again at most every
+        CACHE_SECONDS for the pages (each reloads itself), or when `fresh`."""
         with self.turns:
+            if not fresh and 0 <= time.monotonic() - self._played[0] < CACHE_SECONDS:
+                return self._played[1]
             records = self.ledger.all()
             running = {key: (self.ledger.records[key], began)
                        for key, began in self.started.items()
@@ -332,6 +340,7 @@ class Service:
                          [r for r in records if r.graded_at], self.jobs, self.timing, now)
             for key, (record, began) in running.items():
                 waits[key] = Wait(0, max(0.0, began + self.timing.of(record.assignment) - now))
+            self._played = (time.monotonic(), waits)
             return waits
 
     def overview(self) -> dict:
