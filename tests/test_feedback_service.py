@@ -489,17 +489,23 @@ def timed(clock: Clock, seconds: dict[str, float]):
 
 
 def test_the_page_says_how_many_are_ahead_and_when_the_results_come(course, tmp_path):
-    """After two gradings measured (01 takes 40 s, 02 100 s), a rush: eve queues all three
+    """After a grading of each assignment measured (01 takes 40 s, 02 100 s, 03 70 s; none
+    measured, no time is given), a rush: eve queues all three
     assignments, four classmates one each. Each page says how many go first and when its results
     come; graded by turns (eve's second after everyone's first), each comes exactly then."""
     clock = Clock()
     feedback = service(course, tmp_path, clock,
                        grade=timed(clock, {"01-attention": 40, "02-layers": 100,
-                                           "03-sorting": 70}))    # unmeasured: the median
+                                           "03-sorting": 70}))
     submit(tmp_path / "exchange", "warm", "01-attention", stamp="w1")
-    submit(tmp_path / "exchange", "warm", "02-layers", stamp="w2")
     feedback.scan()
-    grade_next(feedback), grade_next(feedback)
+    [first] = feedback.ledger.all()                     # nothing measured yet: no time given
+    assert first.estimate is None and page.status_line(
+        first, "en", course, feedback.waits()[first.key]) == "queued, 0 ahead of you"
+    submit(tmp_path / "exchange", "warm", "02-layers", stamp="w2")
+    submit(tmp_path / "exchange", "warm", "03-sorting", stamp="w3")
+    feedback.scan()
+    grade_next(feedback), grade_next(feedback), grade_next(feedback)
     for n, assignment in enumerate(["01-attention", "02-layers", "03-sorting"]):
         submit(tmp_path / "exchange", "eve", assignment, stamp=f"e{n}")
     for n, name in enumerate(["ana", "bob", "cy", "dan"]):

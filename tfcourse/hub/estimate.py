@@ -3,11 +3,13 @@ by turn as the workers take it (service.next_turn), each grading lasting what th
 its assignment took.
 
 The estimate is the time from now until its results are written, not until its grading starts:
-what the student waits for.
+what the student waits for. Until a grading of an assignment was measured, the waits of its
+submissions, and of those after them, are not known (math.inf), and the page gives none.
 """
 from __future__ import annotations
 
 import heapq
+import math
 import statistics
 from collections import deque
 from dataclasses import dataclass
@@ -15,7 +17,6 @@ from dataclasses import dataclass
 from .ledger import HOUR, Record
 
 KEPT = 20                   # the last gradings of each assignment whose median is its time
-FIRST_GUESS = 30.0          # seconds, before anything of the course was graded
 
 
 class Timing:
@@ -29,18 +30,16 @@ class Timing:
             self.times.setdefault(assignment, deque(maxlen=KEPT)).append(float(seconds))
 
     def of(self, assignment: str) -> float:
-        """The median of its last gradings; without any, that of every assignment's."""
+        """The median of its last gradings; math.inf before one was measured (another
+        assignment's time is no guide: here 01's takes 3.5 s, 02's 30 s, 03's minutes)."""
         mine = self.times.get(assignment)
-        if mine:
-            return statistics.median(mine)
-        every = [t for times in self.times.values() for t in times]
-        return statistics.median(every) if every else FIRST_GUESS
+        return statistics.median(mine) if mine else math.inf
 
 
 @dataclass(frozen=True)
 class Wait:
     ahead: int                  # queued submissions that will start before it
-    seconds: float              # until its results are written
+    seconds: float              # until its results are written (math.inf: not known yet)
 
 
 def play(queued: list[Record], running: dict[str, tuple[Record, float]], graded: list[Record],

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import html
+import math
 from dataclasses import dataclass
 
 from tfcourse.course import Course, CourseError
@@ -83,12 +84,14 @@ def duration(seconds: float) -> str:
 
 
 def status_line(record: Record, lang: str, course: Course, wait: Wait | None) -> str:
+    if record.status == QUEUED and wait is not None and math.isinf(wait.seconds):
+        return say("queued, {ahead} ahead of you", {"ahead": wait.ahead}, lang, course)
     if record.status == QUEUED and wait is not None:
         return say("queued, {ahead} ahead of you, results in about {wait}",
                    {"ahead": wait.ahead, "wait": duration(wait.seconds)}, lang, course)
     if record.status == QUEUED:
         return say("waiting to be graded", None, lang, course)
-    if record.status == GRADING and wait is not None:
+    if record.status == GRADING and wait is not None and not math.isinf(wait.seconds):
         return say("being graded now, results in about {wait}",
                    {"wait": duration(wait.seconds)}, lang, course)
     if record.status == GRADING:
@@ -185,7 +188,8 @@ def summary(record: Record, results: dict | None, course: Course, now: float, la
     data = {"key": record.key, "assignment": record.assignment, "received": record.received,
             "status": record.status, "message": status_line(record, lang, course, wait)}
     if wait is not None:
-        data.update(ahead=wait.ahead, wait=round(wait.seconds, 1))
+        data.update(ahead=wait.ahead,
+                    wait=None if math.isinf(wait.seconds) else round(wait.seconds, 1))
     if record.status == GRADED and results is not None:
         view = shown(course, record.assignment, results, now, lang)
         data.update(score=view.score, max_score=view.max_score, checks=list(view.rows),
@@ -214,7 +218,8 @@ def instructor(course: Course, overview: dict, lang: str) -> str:
         f"<tr><td>{item['ahead'] + 1 if item['status'] == QUEUED else 'now'}</td>"
         f"<td>{esc(item['student'])}</td><td>{esc(item['assignment'])}</td>"
         f"<td>{esc(when(item['received']))}</td><td>{esc(item['status'])}</td>"
-        f"<td>{esc(duration(item['wait']))}</td></tr>" for item in overview["queue"])
+        f"<td>{esc(duration(item['wait']) if item['wait'] is not None else '-')}</td></tr>"
+        for item in overview["queue"])
     failures = "".join(
         f"<li>{esc(item['student'])} · {esc(item['key'])}: "
         f"{esc(say(item['why'], item['params'], lang, course))}</li>"

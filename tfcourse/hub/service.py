@@ -178,7 +178,8 @@ class Service:
                 return record
             wait = self.waits(fresh=True).get(record.key)
             if wait is not None:                # what its page says now, to compare later
-                record = replace(record, estimate=round(wait.seconds, 1), ahead=wait.ahead)
+                record = replace(record, ahead=wait.ahead, estimate=None if math.isinf(
+                    wait.seconds) else round(wait.seconds, 1))
                 self.ledger.save(record)
         log.info("%s: queued", arrival.key)
         return record
@@ -357,11 +358,13 @@ class Service:
             "distrust": self.distrust,
             "queue": [{"key": r.key, "student": r.student, "assignment": r.assignment,
                        "status": r.status, "received": r.received, "ahead": waits[r.key].ahead,
-                       "wait": round(waits[r.key].seconds, 1)} for r in queue],
+                       "wait": None if math.isinf(waits[r.key].seconds)
+                       else round(waits[r.key].seconds, 1)} for r in queue],
             "graded_last_10_minutes": sum(r.graded_at > now - 600 for r in done),
             "graded_last_hour": sum(r.graded_at > now - HOUR for r in done),
             "seconds_per_grading": {a.id: round(self.timing.of(a.id), 1)
-                                    for a in self.course.assignments},
+                                    for a in self.course.assignments
+                                    if not math.isinf(self.timing.of(a.id))},
             "counts": {status: sum(r.status == status for r in records)
                        for status in sorted({r.status for r in records})},
             "failures": [{"key": r.key, "student": r.student, "assignment": r.assignment,
