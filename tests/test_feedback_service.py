@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 import math
 import os
 import shutil
@@ -24,7 +25,7 @@ import yaml
 from tfcourse.course import CourseError, load_course, parse_course
 from tfcourse.grading.report import NotebookReport, SubmissionReport, TestResult
 from tfcourse.hub import page
-from tfcourse.hub.ledger import (DAY, FAILED, GRADED, HOUR, LIMITED, QUEUED, REFUSED,
+from tfcourse.hub.ledger import (DAY, FAILED, GRADED, HOUR, LIMITED, QUEUED, REFUSED, SAME,
                                  SUPERSEDED, AlreadyRunning, Ledger, next_allowed)
 from tfcourse.hub.service import Service
 
@@ -263,14 +264,73 @@ def test_nothing_is_taken_from_an_inbound_folder_that_is_not_the_instructors(cou
     assert feedback.scan() == 1 and feedback.distrust == ""
 
 
-def test_a_renamed_submission_is_not_a_new_one(course, tmp_path):
+def test_a_renamed_submission_is_recorded_not_graded_again(course, tmp_path):
+    """A folder renamed is the same submission (same student, assignment and notebooks, its old
+    name gone): recorded with the reason, not graded nor counted again. Changed, it is new."""
     feedback = service(course, tmp_path)
     folder = submit(tmp_path / "exchange", "alice")
     feedback.scan()
     grade_next(feedback)
-    folder.rename(folder.with_name("alice+01-attention+again+x"))
+    renamed = folder.rename(folder.with_name("alice+01-attention+again+x"))
     assert feedback.scan() == 1
-    assert len(feedback.ledger.all()) == 1 and "alice+01-attention+again+x" in feedback.ignored
+    again = feedback.ledger.records[renamed.name]
+    assert again.status == SAME and not feedback.ledger.snapshot_folder(renamed.name).exists()
+    records, results = feedback.view("alice")
+    assert "the same notebooks as your submission of " + page.when(T0) in \
+        page.page(course, "alice", records, results, T0, "en")
+    (renamed / "attention.ipynb").write_bytes(b'{"cells": [], "changed": 1}')
+    renamed.rename(folder.with_name("alice+01-attention+third+y"))
+    assert feedback.scan() == 1
+    assert feedback.ledger.records["alice+01-attention+third+y"].status == QUEUED
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A small ext4 file system of its own (a loop device), where the inode number of a folder
+    deleted is given to the next one made: what happens on a class's exchange, made certain."""
+    image, mount = tmp_path / "disk.img", tmp_path / "disk"
+    if not shutil.which("mkfs.ext4"):
+        pytest.skip("mkfs.ext4 is not installed (e2fsprogs)")
+    mount.mkdir()
+    with open(image, "wb") as stream:
+        stream.truncate(8 << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True, capture_output=True)
+    mounted = subprocess.run(["mount", "-o", "loop", str(image), str(mount)], capture_output=True,
+                             text=True)
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a loop device here (it needs root and /dev/loop*): "
+                    f"{mounted.stderr.strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_classmates_submission_on_a_reused_inode_is_graded(course, tmp_path, small_disk):
+    """nbgrader's inbound folder lets a student delete their own submitted folders, and ext4
+    gives the freed inode numbers to the next folders made. Alice submits ten times and deletes
+    her folders; the next submissions of her classmates, on her old inode numbers, are graded."""
+    exchange = small_disk / "exchange"
+    feedback = Service(course, exchange, tmp_path / "state", clock=Clock(), grade=full_marks,
+                       trust_names=True)
+    hers = [submit(exchange, "alice", stamp=str(n), notebook=b'{"n": %d}' % n)
+            for n in range(10)]
+    inodes = {os.stat(folder).st_ino for folder in hers}
+    assert feedback.scan() == 10
+    grade_next(feedback)                                # her newest (the others superseded)
+    for folder in hers:
+        shutil.rmtree(folder)
+    theirs = [submit(exchange, name, stamp=str(10 + n))
+              for n, name in enumerate(["bob", "carol", "dave"])]
+    reused = [folder.name for folder in theirs if os.stat(folder).st_ino in inodes]
+    assert reused, "ext4 gave none of alice's inode numbers again: this proves nothing"
+    assert feedback.scan() == 3
+    queued = {key: record.status for key, record in feedback.ledger.records.items()
+              if not key.startswith("alice")}
+    assert queued == {folder.name: QUEUED for folder in theirs}, f"reused: {reused}"
+    for _ in theirs:
+        grade_next(feedback)
+    for folder in theirs:
+        assert feedback.ledger.records[folder.name].status == GRADED, folder.name
+        assert feedback.view(folder.name.split("+")[0])[0][0].status == GRADED
 
 
 def test_a_huge_notebook_is_copied_without_outputs_or_not_at_all(course, tmp_path):
@@ -417,6 +477,159 @@ def test_a_flood_is_graded_once_each_by_several_workers(course, tmp_path):
         time.sleep(0.05)
     feedback.stop()
     assert len(graded) == len(set(graded)) == 40
+
+
+# -- where a submission is, and when its results come ---------------------------------------------
+def timed(clock: Clock, seconds: dict[str, float]):
+    """A stand-in grader that takes `seconds[assignment]` of the clock's time."""
+    def grade(course, folder, assignment):
+        clock.now += seconds[assignment]
+        return full_marks(course, folder, assignment)
+    return grade
+
+
+def test_the_page_says_how_many_are_ahead_and_when_the_results_come(course, tmp_path):
+    """After a grading of each assignment measured (01 takes 40 s, 02 100 s, 03 70 s; none
+    measured, no time is given), a rush: eve queues all three
+    assignments, four classmates one each. Each page says how many go first and when its results
+    come; graded by turns (eve's second after everyone's first), each comes exactly then."""
+    clock = Clock()
+    feedback = service(course, tmp_path, clock,
+                       grade=timed(clock, {"01-attention": 40, "02-layers": 100,
+                                           "03-sorting": 70}))
+    submit(tmp_path / "exchange", "warm", "01-attention", stamp="w1")
+    feedback.scan()
+    [first] = feedback.ledger.all()                     # nothing measured yet: no time given
+    assert first.estimate is None and page.status_line(
+        first, "en", course, feedback.waits()[first.key]) == "queued, 0 ahead of you"
+    submit(tmp_path / "exchange", "warm", "02-layers", stamp="w2")
+    submit(tmp_path / "exchange", "warm", "03-sorting", stamp="w3")
+    feedback.scan()
+    grade_next(feedback), grade_next(feedback), grade_next(feedback)
+    for n, assignment in enumerate(["01-attention", "02-layers", "03-sorting"]):
+        submit(tmp_path / "exchange", "eve", assignment, stamp=f"e{n}")
+    for n, name in enumerate(["ana", "bob", "cy", "dan"]):
+        submit(tmp_path / "exchange", name, ["01-attention", "02-layers"][n % 2], stamp=str(n))
+    feedback.scan()
+    waits = feedback.waits()
+    assert sorted(w.ahead for w in waits.values()) == list(range(7))
+    promised = {key: clock.now + wait.seconds for key, wait in waits.items()}
+    # recorded when queued, and right for those no later arrival goes before (not eve's repeats)
+    later = [r for r in feedback.ledger.all() if r.student in ("ana", "bob", "cy", "dan")]
+    assert [r.estimate for r in later] == [pytest.approx(promised[r.key] - r.received)
+                                           for r in later]
+    dan = feedback.view("dan")[0][0]
+    text = page.page(course, "dan", [dan], {}, clock.now, "en", waits)
+    assert f"queued, {waits[dan.key].ahead} ahead of you, results in about " \
+           f"{page.duration(waits[dan.key].seconds)}" in text
+    assert '<meta http-equiv="refresh"' in text                 # it reloads itself
+    finished = {}
+    for _ in range(7):
+        key = grade_next(feedback)
+        finished[key] = clock.now
+    assert finished == promised
+    assert [key.split("+")[0] for key in finished] == \
+        ["eve", "ana", "bob", "cy", "dan", "eve", "eve"]
+
+
+def test_the_instructor_sees_the_queue_the_rate_and_the_failures(course, tmp_path):
+    clock = Clock()
+    feedback = service(course, tmp_path, clock, grade=timed(clock, {"01-attention": 30}))
+    for n, name in enumerate(["ana", "bob", "cy"]):
+        submit(tmp_path / "exchange", name, stamp=str(n))
+    feedback.scan()
+    grade_next(feedback)
+    feedback.ledger.save(page.Record("zed+01-attention+9+r9", "zed", "01-attention", T0, FAILED,
+                                     why="the grader failed on this submission; your "
+                                         "instructor has the details"))
+    overview = feedback.overview()
+    assert [(item["student"], item["ahead"]) for item in overview["queue"]] == \
+        [("bob", 0), ("cy", 1)]
+    assert [item["wait"] for item in overview["queue"]] == [30, 60]
+    assert overview["graded_last_10_minutes"] == 1 and overview["counts"]["failed"] == 1
+    assert overview["seconds_per_grading"]["01-attention"] == 30
+    text = page.instructor(course, overview, "en")
+    assert "zed" in text and "the grader failed" in text and "<td>bob</td>" in text
+    assert "graded in the last 10 minutes:\n1" in text
+
+
+@pytest.fixture
+def small_state(tmp_path):
+    """The service's state folder on a tmpfs of 2 MB of its own, to fill."""
+    folder = tmp_path / "state"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs",
+                              str(folder)], capture_output=True, text=True)
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a tmpfs here (it needs root): {mounted.stderr.strip()}")
+    yield folder
+    subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def fill(folder: Path) -> Path:
+    filler = folder / "filler"
+    with open(filler, "wb") as stream:
+        try:
+            while True:
+                stream.write(b"\0" * 65536)
+                stream.flush()
+        except OSError:
+            pass
+    return filler
+
+
+def test_a_full_state_folder_loses_nothing_and_grading_resumes_by_itself(course, tmp_path,
+                                                                          small_state, caplog):
+    """The state folder's disk fills: a submission arriving then is taken once there is room,
+    a grading whose results cannot be written is written then (graded once); the log and the
+    instructor's page say why meanwhile, and no record is half written."""
+    caplog.set_level(logging.INFO, logger="tfcourse.feedback")
+    graded: list[str] = []
+    feedback = service(course, tmp_path, grade=full_marks_counting(graded))
+    submit(tmp_path / "exchange", "ana", stamp="1")
+    feedback.scan()
+    record = feedback.next_turn()
+    filler = fill(small_state)
+    feedback.grade_one(record)                          # its results cannot be written
+    feedback.busy.discard(record.student)               # as its worker does
+    submit(tmp_path / "exchange", "bob", stamp="2")
+    assert feedback.scan() == 0                         # nor bob's submission taken
+    assert "No space left" in feedback.problem
+    assert "cannot be written" in caplog.text and "resumes by itself" in caplog.text
+    assert "cannot be written since" in page.instructor(course, feedback.overview(), "en")
+    assert feedback.ledger.records[record.key].status == QUEUED
+    assert feedback.room() is False
+    assert {r["status"] for r in _records(small_state).values()} == {"grading"}  # ana's, whole
+    filler.unlink()                                     # space comes back
+    assert feedback.scan() == 1
+    grade_next(feedback), grade_next(feedback)
+    assert feedback.problem == "" and "grading resumes" in caplog.text
+    statuses = {key: r["status"] for key, r in _records(small_state).items()}
+    assert statuses == {record.key: GRADED, "bob+01-attention+2+r2": GRADED}
+    assert sorted(graded) == sorted(statuses)           # each graded once
+    assert not list(small_state.glob("records/.*"))     # no half-written record left
+
+
+def test_a_service_restarted_on_a_full_disk_starts_and_grades_once_there_is_room(
+        course, tmp_path, small_state):
+    """Killed while grading, restarted while its state folder's disk is full: it starts (it used
+    to stop at once, unable to rewrite the record it took up), and grades once there is room."""
+    graded: list[str] = []
+    first = service(course, tmp_path)
+    submit(tmp_path / "exchange", "ana", stamp="1")
+    first.scan()
+    key = first.next_turn().key                         # being graded when it is killed
+    del first
+    filler = fill(small_state)
+    again = service(course, tmp_path, grade=full_marks_counting(graded), poll=0.1)
+    again.start()
+    assert again.ledger.records[key].status == QUEUED
+    filler.unlink()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and again.ledger.records[key].status != GRADED:
+        time.sleep(0.1)
+    again.stop()
+    assert _records(small_state)[key]["status"] == GRADED and graded == [key]
 
 
 # -- what a student sees ------------------------------------------------------------------------------

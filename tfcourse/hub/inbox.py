@@ -38,15 +38,14 @@ JUNK = 100_000              # names of entries that are never submissions, remem
 
 @dataclass(frozen=True)
 class Arrival:
-    """One entry of the inbound folder: its name, the student it names, the assignment, the
-    account that owns it, and its identity on disk (a renamed entry is not a new submission)."""
+    """One entry of the inbound folder: its name (unique: nbgrader adds the time and a random
+    part), the student it names, the assignment, and the account that owns it."""
     key: str
     path: Path
     named: str              # the student in its name
     assignment: str
     owner: str              # the account that owns it ("uid N" when it has no name)
     uid: int = -1
-    inode: str = ""         # "device:inode"
 
 
 def inbound(exchange: Path, course_id: str) -> Path:
@@ -117,8 +116,7 @@ class Watcher:
             if not done and now - info.st_mtime < SETTLE_SECONDS:
                 continue                            # still being copied
             found.append((info.st_mtime, Arrival(key, Path(entry.path), parts[0], parts[1],
-                                                 owner_of(info), info.st_uid,
-                                                 f"{info.st_dev}:{info.st_ino}")))
+                                                 owner_of(info), info.st_uid)))
         return [arrival for _, arrival in sorted(found, key=lambda item: (item[0], item[1].key))]
 
 

@@ -12,13 +12,14 @@ not evidence of anything).
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import math
 import os
 import shutil
 import threading
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from tfcourse.grading.results import private_folder, strict_json, write_atomically
@@ -28,6 +29,7 @@ HOUR, DAY = 3600.0, 86400.0
 QUEUED, GRADING, GRADED = "queued", "grading", "graded"
 FAILED, LIMITED, REFUSED = "failed", "limited", "refused"
 SUPERSEDED = "superseded"                   # a newer submission came before its turn
+SAME = "same"               # the same notebooks as a submission graded or queued already
 PENDING = (QUEUED, GRADING)                 # to grade, also after a restart
 ATTEMPTS = 3                                # gradings begun, each ended by a stop of the service
 # What fair use counts: a grader's failure too (else a submission that made the grader fail on
@@ -53,8 +55,11 @@ class Record:
     score: float | None = None
     max_score: float | None = None
     graded_at: float | None = None
+    seconds: float | None = None    # how long its grading took (the wait estimates learn from it)
     attempts: int = 0           # gradings started (more than one: the service was restarted)
-    inode: str = ""             # "device:inode" of the exchange's folder: a renamed one is not new
+    digest: str = ""            # of the notebooks copied (a renamed folder is the same submission)
+    estimate: float | None = None   # the wait for results its page said when it was queued (s)
+    ahead: int | None = None        # and how many submissions it said were ahead of it
 
     @classmethod
     def from_dict(cls, data: dict) -> "Record":
@@ -85,7 +90,6 @@ class Ledger:
         for name in ("records", "snapshots", "results"):
             private_folder(self.state / name)
         self.records: dict[str, Record] = {}
-        self.inodes: dict[str, str] = {}         # "device:inode" -> the key it was first seen as
         self._lock = threading.RLock()
         self._lock_file = None
 
@@ -112,23 +116,33 @@ class Ledger:
             except (OSError, ValueError, TypeError):
                 continue
             self.records[record.key] = record
-            if record.inode:
-                self.inodes[record.inode] = record.key
             if record.status in PENDING:
                 results = self.results_file(record.key)
                 if results.is_file():           # written, then stopped before saying so
-                    self.finish(record, json.loads(results.read_text(encoding="utf-8")))
+                    record = self._after_restart(record, results=json.loads(
+                        results.read_text(encoding="utf-8")))
                 elif record.attempts >= ATTEMPTS:   # it may be what stops the service
-                    record.status = FAILED
-                    record.why = ("not graded: the service stopped {attempts} times while "
-                                  "grading it; your instructor has the details")
-                    record.params = {"attempts": record.attempts}
-                    self.save(record)
+                    self._after_restart(replace(
+                        record, status=FAILED, params={"attempts": record.attempts},
+                        why="not graded: the service stopped {attempts} times while grading "
+                            "it; your instructor has the details"))
                 else:
-                    record.status = QUEUED
-                    self.save(record)
-                    todo.append(record)
+                    todo.append(self._after_restart(replace(record, status=QUEUED)))
         return sorted(todo, key=lambda r: r.received)
+
+    def _after_restart(self, record: Record, results: dict | None = None) -> Record:
+        """Hold `record` as the restart left it, and write it if its disk has room; if not, the
+        record on disk says what it said, and the next restart decides the same."""
+        try:
+            if results is not None:
+                return self.finish(record, results)
+            self.save(record)
+        except OSError:
+            if results is not None:
+                record = replace(record, status=GRADED, score=results.get("score"),
+                                 max_score=results.get("max_score"), graded_at=time.time())
+            self.records[record.key] = record
+        return record
 
     def save(self, record: Record) -> None:
         """Write the record, then hold it (a record that cannot be written is not held)."""
@@ -136,14 +150,17 @@ class Ledger:
             write_atomically(self.state / "records" / f"{record.key}.json",
                              strict_json(asdict(record)))
             self.records[record.key] = record
-            if record.inode:
-                self.inodes[record.inode] = record.key
 
-    def renamed(self, inode: str, key: str) -> str | None:
-        """The key a folder was first seen under, when it is back under another name."""
+    def same_as(self, record: Record, gone) -> Record | None:
+        """An earlier submission of the same student and assignment with the same notebooks,
+        graded or waiting to be, whose folder is `gone` (a predicate on its key) from the
+        exchange: this is that folder renamed, or deleted and submitted again unchanged. A folder
+        is known by its name and its contents, never by its inode (file systems reuse those)."""
         with self._lock:
-            first = self.inodes.get(inode)
-            return first if first not in (None, key) else None
+            return next((r for r in self.records.values() if r.key != record.key and
+                         r.student == record.student and r.assignment == record.assignment and
+                         r.digest == record.digest and r.status in (GRADED, *PENDING)
+                         and gone(r.key)), None)
 
     def seen(self, key: str) -> bool:
         with self._lock:
@@ -175,9 +192,8 @@ class Ledger:
             for older in list(self.records.values()):
                 if older.student == record.student and older.assignment == record.assignment \
                         and older.status == QUEUED and older.key != record.key:
-                    older.status = SUPERSEDED
-                    older.why = "not graded: a newer submission came before its turn"
-                    self.save(older)
+                    self.save(replace(older, status=SUPERSEDED, why="not graded: a newer "
+                                      "submission came before its turn"))
                     remove_tree(self.snapshot_folder(older.key))
             times = [r.received for r in self.records.values()
                      if r.student == record.student and r.assignment == record.assignment
@@ -213,15 +229,24 @@ class Ledger:
             return None
 
     def finish(self, record: Record, results: dict, failed: bool = False,
-               now: float | None = None) -> None:
-        """Record `record` as graded (or failed: the grader itself failed) with its results."""
-        record.status = FAILED if failed else GRADED
-        record.score, record.max_score = results.get("score"), results.get("max_score")
-        record.graded_at = now or time.time()
+               now: float | None = None) -> Record:
+        """Record `record` as graded (or failed: the grader itself failed) with its results; the
+        record held is the one written (none, if it cannot be written)."""
+        done = replace(record, status=FAILED if failed else GRADED, score=results.get("score"),
+                       max_score=results.get("max_score"), graded_at=now or time.time())
         if failed:
-            record.why = "the grader failed on this submission; your instructor has the details"
-        self.save(record)
+            done.why = "the grader failed on this submission; your instructor has the details"
+        self.save(done)
         remove_tree(self.snapshot_folder(record.key))
+        return done
+
+
+def digest(folder: Path) -> str:
+    """The notebooks copied into `folder`, by their names and bytes."""
+    total = hashlib.sha256()
+    for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+        total.update(os.fsencode(path.name) + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return total.hexdigest()
 
 
 def remove_tree(path: Path) -> None:

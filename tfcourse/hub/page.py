@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import datetime
 import html
+import math
 from dataclasses import dataclass
 
 from tfcourse.course import Course, CourseError
 from tfcourse.grading.results import STYLE, part_html, say
 
-from .ledger import FAILED, GRADED, GRADING, LIMITED, QUEUED, REFUSED, SUPERSEDED, Record
+from .estimate import Wait
+from .ledger import FAILED, GRADED, GRADING, LIMITED, QUEUED, REFUSED, SAME, SUPERSEDED, Record
 
 REFRESH_SECONDS = 5         # the page reloads itself while a submission is waiting
 
@@ -75,16 +77,29 @@ def when(seconds: float) -> str:
     return moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
-def status_line(record: Record, lang: str, course: Course, position: int | None) -> str:
+def duration(seconds: float) -> str:
+    """A wait as the page writes it: seconds under a minute and a half, else minutes."""
+    return f"{max(5, round(seconds / 5) * 5):.0f} s" if seconds < 90 else \
+        f"{round(seconds / 60):.0f} min"
+
+
+def status_line(record: Record, lang: str, course: Course, wait: Wait | None) -> str:
+    if record.status == QUEUED and wait is not None and math.isinf(wait.seconds):
+        return say("queued, {ahead} ahead of you", {"ahead": wait.ahead}, lang, course)
+    if record.status == QUEUED and wait is not None:
+        return say("queued, {ahead} ahead of you, results in about {wait}",
+                   {"ahead": wait.ahead, "wait": duration(wait.seconds)}, lang, course)
     if record.status == QUEUED:
-        return say("waiting to be graded ({ahead} submissions before it)",
-                   {"ahead": position or 0}, lang, course)
+        return say("waiting to be graded", None, lang, course)
+    if record.status == GRADING and wait is not None and not math.isinf(wait.seconds):
+        return say("being graded now, results in about {wait}",
+                   {"wait": duration(wait.seconds)}, lang, course)
     if record.status == GRADING:
         return say("being graded now", None, lang, course)
     if record.status == LIMITED and record.next_allowed:
         return say(record.why, {**record.params, "when": when(record.next_allowed)}, lang,
                    course)
-    if record.status in (LIMITED, REFUSED, FAILED, SUPERSEDED):
+    if record.status in (LIMITED, REFUSED, FAILED, SUPERSEDED, SAME):
         return say(record.why, record.params, lang, course)
     return ""
 
@@ -101,7 +116,7 @@ def _tables(view: Shown, lang: str, course: Course) -> str:
 
 
 def submission_block(record: Record, results: dict | None, course: Course, now: float,
-                     lang: str, position: int | None = None) -> str:
+                     lang: str, wait: Wait | None = None) -> str:
     esc = html.escape
     try:
         title = course.assignment(record.assignment).title(lang)
@@ -109,7 +124,7 @@ def submission_block(record: Record, results: dict | None, course: Course, now: 
         title = record.assignment
     head = (f'<h2>{esc(title)} <span class="points">({esc(record.assignment)}) · '
             f'{esc(say("submitted", None, lang, course))} {esc(when(record.received))}</span></h2>')
-    line = status_line(record, lang, course, position)
+    line = status_line(record, lang, course, wait)
     parts = [head]
     if line:
         parts.append(f'<p class="status {esc(record.status)}">{esc(line)}</p>')
@@ -130,10 +145,13 @@ def submission_block(record: Record, results: dict | None, course: Course, now: 
 
 
 def page(course: Course, student: str, records: list[Record], results: dict, now: float,
-         lang: str, positions: dict[str, int] | None = None) -> str:
-    """The whole page for `student`: `records` are theirs, newest first; `results` by key."""
+         lang: str, waits: dict[str, Wait] | None = None,
+         not_recorded: list[tuple[str, dict]] = ()) -> str:
+    """The whole page for `student`: `records` are theirs, newest first; `results` by key;
+    `waits` of those queued or being graded; `not_recorded`: why some folders have no record
+    (template, params). It reloads itself while one is waiting."""
     esc = html.escape
-    positions = positions or {}
+    waits = waits or {}
     title = say("Feedback on your submissions", None, lang, course)
     waiting = any(r.status in (QUEUED, GRADING) for r in records)
     refresh = (f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">' if waiting else "")
@@ -141,10 +159,12 @@ def page(course: Course, student: str, records: list[Record], results: dict, now
                 "{hour} times an hour and {day} times a day for each assignment. Your "
                 "instructor's grading after the deadline is your grade.",
                 {"hour": course.feedback.per_hour, "day": course.feedback.per_day}, lang, course)
-    blocks = [submission_block(r, results.get(r.key), course, now, lang, positions.get(r.key))
+    blocks = [submission_block(r, results.get(r.key), course, now, lang, waits.get(r.key))
               for r in records]
-    if not blocks:
-        blocks = [f"<p>{esc(say('No submission yet: submit in the Assignments tab.', None, lang, course))}</p>"]
+    said = sorted({say(why, params, lang, course) for why, params in not_recorded})
+    blocks[:0] = [f'<p class="status refused">{esc(line)}</p>' for line in said]
+    if not records:
+        blocks += [f"<p>{esc(say('No submission yet: submit in the Assignments tab.', None, lang, course))}</p>"]
     body = "\n".join(blocks)
     return f"""<!DOCTYPE html>
 <html lang="{esc(lang)}"><head><meta charset="utf-8">{refresh}
@@ -162,10 +182,14 @@ p.status {{ font-weight: 600; }} p.status.limited, p.status.refused, p.status.fa
 """
 
 
-def summary(record: Record, results: dict | None, course: Course, now: float, lang: str) -> dict:
+def summary(record: Record, results: dict | None, course: Course, now: float, lang: str,
+            wait: Wait | None = None) -> dict:
     """One submission as the page's JSON gives it (for scripts and tests): the same view."""
     data = {"key": record.key, "assignment": record.assignment, "received": record.received,
-            "status": record.status, "message": status_line(record, lang, course, None)}
+            "status": record.status, "message": status_line(record, lang, course, wait)}
+    if wait is not None:
+        data.update(ahead=wait.ahead,
+                    wait=None if math.isinf(wait.seconds) else round(wait.seconds, 1))
     if record.status == GRADED and results is not None:
         view = shown(course, record.assignment, results, now, lang)
         data.update(score=view.score, max_score=view.max_score, checks=list(view.rows),
@@ -173,3 +197,48 @@ def summary(record: Record, results: dict | None, course: Course, now: float, la
     if record.status == LIMITED:
         data["next_allowed"] = record.next_allowed
     return data
+
+
+def instructor(course: Course, overview: dict, lang: str) -> str:
+    """The instructor's view (service.overview): what keeps the service from its work, the rate,
+    the queue in the order it will be graded, and the failures. It reloads itself."""
+    esc = html.escape
+    now = overview["now"]
+    alerts = []
+    if overview["problem"]:
+        alerts.append(f"The state folder cannot be written since "
+                      f"{when(overview['problem_since'])}: {overview['problem']}. Grading "
+                      f"waits, and resumes by itself once it can.")
+    if overview["distrust"]:
+        alerts.append(f"The exchange is not looked into: {overview['distrust']}")
+    times = ", ".join(f"{name} {seconds:g} s" for name, seconds in
+                      overview["seconds_per_grading"].items())
+    counts = ", ".join(f"{status} {n}" for status, n in overview["counts"].items())
+    rows = "".join(
+        f"<tr><td>{item['ahead'] + 1 if item['status'] == QUEUED else 'now'}</td>"
+        f"<td>{esc(item['student'])}</td><td>{esc(item['assignment'])}</td>"
+        f"<td>{esc(when(item['received']))}</td><td>{esc(item['status'])}</td>"
+        f"<td>{esc(duration(item['wait']) if item['wait'] is not None else '-')}</td></tr>"
+        for item in overview["queue"])
+    failures = "".join(
+        f"<li>{esc(item['student'])} · {esc(item['key'])}: "
+        f"{esc(say(item['why'], item['params'], lang, course))}</li>"
+        for item in overview["failures"] + overview["not_recorded"])
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="{REFRESH_SECONDS}">
+<title>Feedback service: the queue</title><style>{STYLE}
+p.alert {{ color: #7a1a1a; font-weight: 600; }}</style></head><body>
+<h1>Feedback service · {esc(course.title(lang))}</h1>
+{"".join(f'<p class="alert">{esc(alert)}</p>' for alert in alerts)}
+<p>{esc(when(now))} · {overview['jobs']} job slot(s) · graded in the last 10 minutes:
+{overview['graded_last_10_minutes']}, in the last hour: {overview['graded_last_hour']} ·
+a grading takes (median of the last ones): {esc(times)}</p>
+<p>Submissions: {esc(counts) or "none yet"}</p>
+<h2>Queue ({len(overview['queue'])})</h2>
+<table><tr><th>turn</th><th>student</th><th>assignment</th><th>received</th><th>status</th>
+<th>results in about</th></tr>{rows}</table>
+<h2>Failures and submissions not recorded</h2>
+<ul>{failures or "<li>none</li>"}</ul>
+<p>A student's page: ?student=NAME · the same as JSON: api/queue</p>
+</body></html>
+"""

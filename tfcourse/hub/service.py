@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import signal
 import sys
 import threading
 import time
 import traceback
+from dataclasses import replace
 from pathlib import Path
 
 from tfcourse.course import Course, CourseError
@@ -31,9 +33,14 @@ from tfcourse.grading.runner import failure_report, grade_in_child, student_thre
 
 from . import page
 from .inbox import Arrival, Watcher, check_inbound, inbound, owner_of, snapshot
-from .ledger import GRADING, HOUR, QUEUED, REFUSED, AlreadyRunning, Ledger, Record
+from .estimate import Timing, Wait, play
+from .ledger import (FAILED, FLOOD, GRADING, HOUR, QUEUED, REFUSED, SAME, AlreadyRunning, Ledger,
+                     Record, digest, remove_tree)
 
 log = logging.getLogger("tfcourse.feedback")
+FLOODED = "not recorded: more than {flood} submissions from you in a day"
+CACHE_SECONDS = 2.0         # the waits shown are played again at most this often
+FREE_MB = 1                 # less free space in the state folder: grading waits
 
 
 class Service:
@@ -55,8 +62,15 @@ class Service:
         self.busy: set[str] = set()             # students one of whose submissions is graded now
         self.stopping = threading.Event()
         self.threads: list[threading.Thread] = []
-        self.ignored: set[str] = set()          # entries of a flood, left alone until a restart
+        # entries not recorded one by one (a flood), or whose record could not be written:
+        # key -> (student, why, its params), left alone until a restart
+        self.ignored: dict[str, tuple[str, str, dict]] = {}
         self.distrust = ""                      # why the inbound folder is not looked into
+        self.problem, self.problem_since = "", 0.0  # why the state folder cannot be written
+        self.started: dict[str, float] = {}     # submissions being graded: when they began
+        self.unwritten: dict[str, tuple] = {}   # results graded, not written yet: (report, s)
+        self.timing = Timing()                  # what gradings took: the waits shown
+        self._played: tuple[float, dict] = (-math.inf, {})     # the last waits played, when
 
     # -- starting and stopping ----------------------------------------------------------------
     def start(self) -> None:
@@ -64,6 +78,8 @@ class Service:
         watcher."""
         self.ledger.claim()
         again = self.ledger.load()
+        for record in sorted(self.ledger.all(), key=lambda r: r.graded_at or 0):
+            self.timing.add(record.assignment, record.seconds)
         if again:
             log.info("picked up %d submission(s) left pending", len(again))
         self.threads = [threading.Thread(target=self._work, name=f"grader-{n}", daemon=True)
@@ -97,28 +113,35 @@ class Service:
         if distrust:
             return 0
         found = self.watcher.arrivals(lambda key: key in self.ignored or self.ledger.seen(key))
+        taken = 0
         for arrival in found:
             try:
                 self.take(arrival)
+            except OSError as error:            # the state folder: taken at the next look
+                self.trouble(f"{arrival.key} not taken yet: {error}")
+                break
             except Exception:                   # one odd entry does not hold up the others
-                self.ignored.add(arrival.key)
                 log.error("%s: could not be taken:\n%s", arrival.key, traceback.format_exc())
+                self.not_taken(arrival, "not graded: the service could not read this "
+                                        "submission; your instructor has the details")
+            taken += 1
+        else:
+            if taken:
+                self.trouble("")
         with self.turns:
             self.turns.notify_all()
-        return len(found)
+        return taken
 
     def take(self, arrival: Arrival) -> Record:
-        """Record a new submission: refused (another's name, an unknown assignment), over fair
-        use, or copied and queued. A flood from one account is not even recorded."""
+        """Record a new submission: refused (another's name, an unknown assignment), the same as
+        one graded or queued already, over fair use, or copied and queued. A flood from one
+        account is not recorded one by one (its count is shown)."""
         student = arrival.named if self.trust_names else arrival.owner
-        record = Record(arrival.key, student, arrival.assignment, self.clock(),
-                        inode=arrival.inode)
-        first = self.ledger.renamed(arrival.inode, arrival.key)
-        if first or self.ledger.flooding(record.student, record.received):
-            self.ignored.add(arrival.key)
-            log.warning("%s: %s", arrival.key, f"the folder first seen as {first}, renamed"
-                        if first else f"{record.student} submitted more than anyone needs in "
-                                      f"a day: ignored")
+        record = Record(arrival.key, student, arrival.assignment, self.clock())
+        if self.ledger.flooding(record.student, record.received):
+            self.ignored[arrival.key] = (student, FLOODED, {"flood": FLOOD})
+            log.warning("%s: %s submitted more than anyone needs in a day: not recorded",
+                        arrival.key, student)
             return record
         known = {a.id for a in self.course.assignments}
         if not self.trust_names and arrival.owner != arrival.named:
@@ -133,17 +156,54 @@ class Service:
             self.ledger.save(record)
             log.warning("%s: %s", arrival.key, record.why.format(**record.params))
             return record
+        # Copied before it is queued (no worker sees it half copied); its digest tells a folder
+        # renamed, or the same work submitted again, from a new submission.
+        self._copy(record, arrival)
+        record.digest = digest(self.ledger.snapshot_folder(record.key))
+        same = self.ledger.same_as(record, lambda key: not os.path.lexists(self.inbox / key))
+        if same is not None:
+            record.status, record.why = SAME, ("not graded: the same notebooks as your "
+                                               "submission of {when}, whose folder is gone; "
+                                               "its results are theirs")
+            record.params = {"when": page.when(same.received)}
+            self.ledger.save(record)
+            remove_tree(self.ledger.snapshot_folder(record.key))
+            log.info("%s: the same notebooks as %s, not graded again", arrival.key, same.key)
+            return record
         feedback = self.course.feedback
-        with self.turns:                        # no worker takes it before it is copied
+        with self.turns:
             if not self.ledger.admit(record, feedback.per_hour, feedback.per_day):
+                remove_tree(self.ledger.snapshot_folder(record.key))
                 log.info("%s: over fair use, not graded", arrival.key)
                 return record
-            try:
-                self._copy(record, arrival)
-            except Exception:                   # its grading copies it again, or says it's gone
-                log.error("%s: could not be copied:\n%s", arrival.key, traceback.format_exc())
+            wait = self.waits(fresh=True).get(record.key)
+            if wait is not None:                # what its page says now, to compare later
+                record = replace(record, ahead=wait.ahead, estimate=None if math.isinf(
+                    wait.seconds) else round(wait.seconds, 1))
+                self.ledger.save(record)
         log.info("%s: queued", arrival.key)
         return record
+
+    def not_taken(self, arrival: Arrival, why: str) -> None:
+        """Record `arrival` as not graded, saying why (held in memory if even that fails)."""
+        student = arrival.named if self.trust_names else arrival.owner
+        self.ignored[arrival.key] = (student, why, {})
+        try:
+            self.ledger.save(Record(arrival.key, student, arrival.assignment, self.clock(),
+                                    status=FAILED, why=why))
+        except OSError:
+            pass
+
+    def trouble(self, problem: str) -> None:
+        """What keeps the service from writing its state folder now ("": nothing), logged when
+        it changes and shown on the instructor's page."""
+        if problem and not self.problem:
+            log.error("the state folder %s cannot be written: %s; grading waits, and resumes "
+                      "by itself once it can", self.ledger.state, problem)
+            self.problem_since = self.clock()
+        elif self.problem and not problem:
+            log.info("the state folder can be written again: grading resumes")
+        self.problem = problem
 
     def _copy(self, record: Record, arrival: Arrival | None = None) -> None:
         """Copy what was submitted into the state folder (again, after a restart that came
@@ -163,24 +223,48 @@ class Service:
     def next_turn(self) -> Record | None:
         """The next submission to grade, by turns: among queued ones whose student has none
         being graded now, that of the student graded least in the last hour, then the oldest.
-        Waits for one; None once the service stops."""
+        Waits for one (and for space in the state folder); None once the service stops."""
         with self.turns:
             while not self.stopping.is_set():
-                now = self.clock()
-                recent: dict[str, int] = {}
-                for r in self.ledger.all():
-                    if r.graded_at and r.graded_at > now - HOUR:
-                        recent[r.student] = recent.get(r.student, 0) + 1
-                waiting = [r for r in self.ledger.all()
-                           if r.status == QUEUED and r.student not in self.busy]
-                if waiting:
-                    record = min(waiting, key=lambda r: (recent.get(r.student, 0), r.received))
-                    record.status, record.attempts = GRADING, record.attempts + 1
-                    self.ledger.save(record)
-                    self.busy.add(record.student)
-                    return record
+                waiting = self.order()
+                if waiting and self.room():
+                    record = waiting[0]
+                    taken = replace(record, status=GRADING, attempts=record.attempts + 1)
+                    try:
+                        self.ledger.save(taken)
+                    except OSError as error:
+                        self.trouble(f"{record.key} not started: {error}")
+                    else:
+                        self.busy.add(record.student)
+                        self.started[record.key] = self.clock()
+                        self._played = (-math.inf, {})  # the queue changed
+                        return taken
                 self.turns.wait(1.0)
         return None
+
+    def order(self, free: bool = True) -> list[Record]:
+        """The queued submissions in the order they will be graded (`free`: only those whose
+        student has none being graded now, the ones `next_turn` chooses from)."""
+        now = self.clock()
+        recent: dict[str, int] = {}
+        for r in self.ledger.all():
+            if r.graded_at and r.graded_at > now - HOUR:
+                recent[r.student] = recent.get(r.student, 0) + 1
+        waiting = [r for r in self.ledger.all()
+                   if r.status == QUEUED and not (free and r.student in self.busy)]
+        return sorted(waiting, key=lambda r: (recent.get(r.student, 0), r.received))
+
+    def room(self) -> bool:
+        """Whether the state folder has room for a submission's results (else says so)."""
+        try:
+            info = os.statvfs(self.ledger.state)
+        except OSError:
+            return True
+        free = info.f_bavail * info.f_frsize / 1048576
+        if free >= FREE_MB:
+            return True
+        self.trouble(f"its disk is full ({free:.1f} MB free)")
+        return False
 
     def _work(self) -> None:
         while (record := self.next_turn()) is not None:
@@ -191,28 +275,48 @@ class Service:
             finally:
                 with self.turns:
                     self.busy.discard(record.student)
+                    self.started.pop(record.key, None)
                     self.turns.notify_all()
 
     def grade_one(self, record: Record) -> None:
-        """Grade `record` (taken by `next_turn`) and record its results."""
-        started = time.monotonic()
+        """Grade `record` (taken by `next_turn`) and record its results. Results that cannot be
+        written (a full disk) are kept, and the submission queued again, to be written later."""
+        started = self.clock()
+        report, seconds = self.unwritten.pop(record.key, (None, 0.0))
+        if report is None:
+            report = self._grade(record)
+            if self.stopping.is_set():          # stopped while grading: graded after the restart
+                return
+            report.submission = f"{record.student}, {page.when(record.received)}"
+            seconds = self.clock() - started
+        try:
+            results = write_results(self.course, report, self.ledger.results_folder(record.key),
+                                    self.lang)
+            done = self.ledger.finish(replace(record, seconds=round(seconds, 2)), results,
+                                      failed=bool(report.error), now=self.clock())
+        except OSError as error:
+            self.unwritten[record.key] = (report, seconds)
+            self.trouble(f"{record.key}: its results not written: {error}")
+            with self.turns:
+                self.ledger.records[record.key] = replace(record, status=QUEUED,
+                                                          attempts=record.attempts - 1)
+            return
+        self.trouble("")
+        self.timing.add(done.assignment, seconds)
+        self._played = (-math.inf, {})
+        log.info("%s: %s / %s in %.1f s", done.key, results["score"], results["max_score"],
+                 seconds)
+
+    def _grade(self, record: Record):
         folder = self.ledger.snapshot_folder(record.key)
         try:
             if not folder.is_dir():             # queued, then stopped before it was copied
                 self._copy(record)
             folder.mkdir(mode=0o700, exist_ok=True)     # nothing could be copied: graded empty
-            report = self.grade(self.course, folder, record.assignment)
+            return self.grade(self.course, folder, record.assignment)
         except Exception:
-            report = failure_report(self.course, folder, record.assignment,
-                                    traceback.format_exc())
-        if self.stopping.is_set():              # stopped while grading: graded after the restart
-            return
-        report.submission = f"{record.student}, {page.when(record.received)}"
-        results = write_results(self.course, report, self.ledger.results_folder(record.key),
-                                self.lang)
-        self.ledger.finish(record, results, failed=bool(report.error), now=self.clock())
-        log.info("%s: %s / %s in %.1f s", record.key, results["score"], results["max_score"],
-                 time.monotonic() - started)
+            return failure_report(self.course, folder, record.assignment,
+                                  traceback.format_exc())
 
     def _grade_in_sandbox(self, course: Course, folder: Path, assignment: str):
         snapshots = self.ledger.state / "snapshots"
@@ -221,16 +325,62 @@ class Service:
                               within=snapshots)
 
     # -- what the page shows ----------------------------------------------------------------------
-    def positions(self) -> dict[str, int]:
-        """Queued submissions: how many were queued before each (graded by turns, so at most
-        that many come first)."""
-        waiting = sorted((r for r in self.ledger.all() if r.status == QUEUED),
-                         key=lambda r: r.received)
-        return {record.key: index for index, record in enumerate(waiting)}
+    def waits(self, fresh: bool = False) -> dict[str, Wait]:
+        """Submissions queued or being graded: how many go before each, and how long until its
+        results, from the gradings measured so far (estimate.play). Played again at most every
+        CACHE_SECONDS for the pages (each reloads itself), or when `fresh`."""
+        with self.turns:
+            if not fresh and 0 <= time.monotonic() - self._played[0] < CACHE_SECONDS:
+                return self._played[1]
+            records = self.ledger.all()
+            running = {key: (self.ledger.records[key], began)
+                       for key, began in self.started.items()
+                       if key in self.ledger.records and self.ledger.records[key].status == GRADING}
+            now = self.clock()
+            waits = play([r for r in records if r.status == QUEUED], running,
+                         [r for r in records if r.graded_at], self.jobs, self.timing, now)
+            for key, (record, began) in running.items():
+                waits[key] = Wait(0, max(0.0, began + self.timing.of(record.assignment) - now))
+            self._played = (time.monotonic(), waits)
+            return waits
+
+    def overview(self) -> dict:
+        """What the instructor sees: the queue, the rate, the failures, and what keeps the service
+        from its work."""
+        now, waits = self.clock(), self.waits()
+        records = self.ledger.all()
+        queue = sorted((r for r in records if r.key in waits),
+                       key=lambda r: (r.status != GRADING, waits[r.key].ahead))
+        done = [r for r in records if r.graded_at]
+        return {
+            "now": now, "jobs": self.jobs, "problem": self.problem,
+            "problem_since": self.problem_since if self.problem else None,
+            "distrust": self.distrust,
+            "queue": [{"key": r.key, "student": r.student, "assignment": r.assignment,
+                       "status": r.status, "received": r.received, "ahead": waits[r.key].ahead,
+                       "wait": None if math.isinf(waits[r.key].seconds)
+                       else round(waits[r.key].seconds, 1)} for r in queue],
+            "graded_last_10_minutes": sum(r.graded_at > now - 600 for r in done),
+            "graded_last_hour": sum(r.graded_at > now - HOUR for r in done),
+            "seconds_per_grading": {a.id: round(self.timing.of(a.id), 1)
+                                    for a in self.course.assignments
+                                    if not math.isinf(self.timing.of(a.id))},
+            "counts": {status: sum(r.status == status for r in records)
+                       for status in sorted({r.status for r in records})},
+            "failures": [{"key": r.key, "student": r.student, "assignment": r.assignment,
+                          "why": r.why, "params": r.params} for r in records
+                         if r.status == FAILED],
+            "not_recorded": [{"key": key, "student": student, "why": why, "params": params}
+                             for key, (student, why, params) in sorted(self.ignored.items())],
+        }
 
     def view(self, student: str) -> tuple[list[Record], dict]:
         records = self.ledger.of_student(student)
         return records, {r.key: self.ledger.results(r.key) for r in records}
+
+    def not_recorded(self, student: str) -> list[tuple[str, dict]]:
+        """Why some of `student`'s folders have no record (a flood): (template, params)."""
+        return [(why, params) for who, why, params in self.ignored.values() if who == student]
 
 
 # -- the page, behind the hub's login ---------------------------------------------------------------
@@ -250,26 +400,39 @@ def make_app(service: Service, prefix: str, instructors: set[str]):
     class Page(Base):
         @web.authenticated
         def get(self):
+            self.set_header("Cache-Control", "no-store")
+            if self.get_current_user()["name"] in instructors and \
+                    not self.get_argument("student", None):
+                self.write(page.instructor(service.course, service.overview(), service.lang))
+                return
             student = self.students()[0]
             records, results = service.view(student)
-            self.set_header("Cache-Control", "no-store")
             self.write(page.page(service.course, student, records, results, service.clock(),
-                                 service.lang, service.positions()))
+                                 service.lang, service.waits(), service.not_recorded(student)))
 
     class Api(Base):
         @web.authenticated
         def get(self):
             student = self.students()[0]
             records, results = service.view(student)
-            now = service.clock()
+            now, waits = service.clock(), service.waits()
             self.set_header("Cache-Control", "no-store")
             self.write({"student": student, "submissions": [
-                page.summary(r, results.get(r.key), service.course, now, service.lang)
-                for r in records]})
+                page.summary(r, results.get(r.key), service.course, now, service.lang,
+                             waits.get(r.key)) for r in records]})
+
+    class Queue(Base):
+        @web.authenticated
+        def get(self):
+            if self.get_current_user()["name"] not in instructors:
+                raise web.HTTPError(403)
+            self.set_header("Cache-Control", "no-store")
+            self.write(service.overview())
 
     return web.Application([
         (prefix, Page),
         (prefix + "api/feedback", Api),
+        (prefix + "api/queue", Queue),
         (prefix + "oauth_callback", HubOAuthCallbackHandler),
     ], cookie_secret=os.urandom(32))
 
