@@ -465,6 +465,11 @@ def test_decoder_dropout(ctx):
 CLASSIFIER = dict(vocab_size=13, num_classes=3, d_model=D, num_heads=H, num_layers=2, d_ff=FF,
                   dropout=0.2, pad_id=0)
 
+# The padding checks pad with another id than 0, so that a pad id hard-coded as 0 shows, and put a
+# different number of pads at the end of each row: none in the first (no column is padding in
+# every row, so dropping such columns first changes nothing), a single real token in the fourth.
+PAD_ID = 3
+REAL_LENGTHS = (8, 6, 3, 1, 7)
 
 # The classifier is built with stand-ins in place of the student's EncoderLayer class and of
 # positional_encoding, and run with the stand-in positions, so that a bug in either costs its own
@@ -473,12 +478,24 @@ POSITIONS = {"positional_encoding": "PositionalTable"}
 STAND_INS = {**POSITIONS, "EncoderLayer": "EncoderLayerFactory"}
 
 
+def _load_own(student, reference, cls) -> None:
+    """The reference's weights into the student's classifier or regressor by name, outside its
+    encoder layers. A tensor of the student's own that the reference has not (a frozen position
+    table kept as a parameter) keeps its value: it may cost the structure point, not the checks
+    of behaviour, which compare what the model computes."""
+    state = {name: tensor for name, tensor in reference.state_dict().items()
+             if not under(name, ["layers"])}
+    _, unexpected = student.load(state)
+    if unexpected:                      # a name of the assignment's is not there: say which
+        _load(student, reference, cls, skipped=["layers"])
+
+
 def _with_probe_layers(ctx, cls, options, seed):
-    """`run(tokens)` -> (the student's output, the reference modules): the student's `cls` (the
-    classifier or the regressor) with its encoder layers replaced by stand-ins and the reference's
-    other weights loaded, and the reference around the same stand-ins. The reference modules are a
-    list: with the stand-in positions, and with the real table (for a model that makes its
-    positions another way); the one the stand-in's record points to comes first, for the message."""
+    """(the student's module, `run(tokens)` -> (its output, the reference modules)): the student's
+    `cls` (the classifier or the regressor) with its encoder layers replaced by stand-ins and the
+    reference's other weights loaded, and the reference around the same stand-ins. The reference
+    modules are a list: with the stand-in positions, and with the real table (for a model that
+    makes its positions another way); the one the stand-in's record points to comes first."""
     student = ctx.new(cls, seed=seed, swap_globals=STAND_INS, **options)
     positions_at_init = bool(ctx.global_calls("positional_encoding"))
     with swapped(ctx.ref, "positional_encoding", standins.PositionalTable()):
@@ -490,25 +507,18 @@ def _with_probe_layers(ctx, cls, options, seed):
         student.swap(path, handle)
         for reference in references.values():
             reference.layers[index] = twin
-    _load(student, with_table, cls, skipped=["layers"])
+    _load_own(student, with_table, cls)
 
     def run(tokens):
         got = as_tensor(student.run(tokens, swap_globals=POSITIONS), "the output")
         used = positions_at_init or bool(ctx.global_calls("positional_encoding"))
         return got, [references[used], references[not used]]
-    return run
+    return student, run
 
 
-def _classifier_with_probes(ctx, seed):
-    """`run(tokens)` -> (the student's output, what the reference gives): see _with_probe_layers;
-    what the reference gives is a list, the output the stand-in's record points to first."""
-    run_modules = _with_probe_layers(ctx, "EncoderClassifier", CLASSIFIER, seed)
-
-    def run(tokens):
-        got, references = run_modules(tokens)
-        with torch.no_grad():
-            return got, [reference(tokens) for reference in references]
-    return run
+def _expected(references, tokens) -> list[torch.Tensor]:
+    with torch.no_grad():
+        return [reference(tokens) for reference in references]
 
 
 def _tokens(ctx):
@@ -518,25 +528,162 @@ def _tokens(ctx):
     return tokens
 
 
-def _with_more_padding(run, tokens, what: str):
-    """(run(tokens), the output for `tokens` with three more pads), for a padding check of an
-    encoder-only model: the output must first change when a real token changes (expect_varies),
-    so that an output that ignores its input cannot pass."""
-    longer = torch.cat([tokens, torch.zeros(len(tokens), 3, dtype=tokens.dtype)], dim=1)
-    short = run(tokens)
-    long, _ = run(longer)
+def _padded_tokens(ctx, vocab_size: int) -> torch.Tensor:
+    """Tokens [5, 8] padded with PAD_ID after REAL_LENGTHS real tokens a row; a 0 among the real
+    ones (a real token here)."""
+    tokens = ctx.randint(0, vocab_size - 1, len(REAL_LENGTHS), max(REAL_LENGTHS))
+    tokens[tokens >= PAD_ID] += 1                   # real tokens: any id but the pad's
+    tokens[0, 2] = 0
+    for row, length in enumerate(REAL_LENGTHS):
+        tokens[row, length:] = PAD_ID
+    return tokens
+
+
+def _last_real_token_changed(tokens, pad_id: int):
+    """`tokens` (pads last) with the last real token of every row that has two or more changed to
+    another real token (1 or 2, never a pad here): an output that reads the first position only, a
+    trivial way to ignore the pads, does not change."""
     changed = tokens.clone()
-    changed[:, 1] = changed[:, 1] % 12 + 1          # a real token (not padding) changed
-    other, _ = run(changed)
-    expect_varies(short[0], other, what, "a token that is not padding changed")
-    return short, long
+    for row, length in enumerate((tokens != pad_id).sum(1).tolist()):
+        if length >= 2:
+            changed[row, length - 1] = 2 if int(tokens[row, length - 1]) == 1 else 1
+    return changed
+
+
+# The common wrong classifiers and regressors, each with the words that name it.
+MEAN_WITH_PADS = ("the mean includes the padding positions: average the output vectors over the "
+                  "real tokens only")
+LAYERS_WITHOUT_MASK = ("the encoder layers ran without the padding mask: pass padding_mask(tokens, "
+                       "pad_id) to every layer")
+NEITHER_MASKED = ("the pads are neither masked in the layers nor left out of the mean: pass "
+                  "padding_mask(tokens, pad_id) to every layer, and average over the real tokens "
+                  "only")
+PADDED_LENGTH = ("the sum over the real tokens is divided by the padded length: divide by the "
+                 "number of real tokens in each sequence")
+LAST_POSITION = ("only the last position reaches the head (with padding, a pad): pool with the "
+                 "mean over all the real tokens")
+INVERTED_MASK = ("the padding mask given to the layers is inverted (True on the real tokens): True "
+                 "must mean a pad, a key to block, as padding_mask(tokens, pad_id) gives")
+NO_POSITIONS = ("no positional encoding is added: embed as embedding * sqrt(d_model) + "
+                "positional_encoding(T, d_model)")
+PAD_ZERO = ("the pads were taken to be the tokens equal to 0, not those equal to pad_id: use the "
+            "pad_id the model was built with")
+PADS_NOT_IGNORED = ("pads must be masked as keys (pass padding_mask to every layer) and left out "
+                    "of the mean")
+
+
+def _head_output(reference, pooled):
+    """What the classifier (log-probabilities) or the regressor (one number a sequence) makes of
+    the pooled vectors."""
+    out = reference.head(pooled)
+    return out.squeeze(-1) if type(reference).__name__ == "EncoderRegressor" else \
+        out.log_softmax(-1)
+
+
+def _wrong_models(ctx, reference, tokens) -> list[tuple[torch.Tensor, str]]:
+    """The outputs of the common wrong classifiers or regressors (as `reference` is one or the
+    other), around the reference's stand-ins and with its weights, each with the words that name
+    it: pooling, masks and embeddings gone wrong."""
+    pad = reference.pad_id
+    with torch.no_grad():
+        embedded = reference.embedding(tokens)
+        positions = reference.positions[:tokens.shape[1]]
+        scaled = embedded * math.sqrt(reference.d_model)
+        x = scaled + positions
+
+        def encode(x, pad_id=pad, masked=True, inverted=False):
+            mask = ctx.ref["padding_mask"](tokens, pad_id) if masked else None
+            for layer in reference.layers:
+                x = layer(x, ~mask if inverted else mask)
+            return x
+
+        def mean(x, pad_id=pad):
+            real = (tokens != pad_id).unsqueeze(-1).float()
+            return (x * real).sum(1) / real.sum(1).clamp(min=1)
+
+        def out(pooled):
+            return _head_output(reference, pooled)
+
+        hidden = encode(x)
+        real = (tokens != pad).unsqueeze(-1).float()
+        variants = [
+            (out(hidden.mean(1)), MEAN_WITH_PADS),
+            (out(mean(encode(x, masked=False))), LAYERS_WITHOUT_MASK),
+            (out(encode(x, masked=False).mean(1)), NEITHER_MASKED),
+            (out((hidden * real).sum(1) / tokens.shape[1]), PADDED_LENGTH),
+            (out((hidden * real).sum(1)), "this is the sum of the output vectors over the real "
+                                          "tokens, not their mean: divide by how many there are"),
+            (out(hidden[:, 0]), "only the first position reaches the head: pool with the mean "
+                                "over all the real tokens"),
+            (out(hidden[:, -1]), LAST_POSITION),
+            (out(mean(encode(x, inverted=True))), INVERTED_MASK),
+            (out(mean(encode(embedded + positions))),
+             "the embeddings are not multiplied by sqrt(d_model)"),
+            (out(mean(encode(scaled))), NO_POSITIONS),
+        ]
+        if pad != 0:
+            variants.append((out(mean(encode(x, pad_id=0), pad_id=0)), PAD_ZERO))
+    return variants
+
+
+def _expect_repeatable(run, tokens, first: torch.Tensor, what: str) -> None:
+    """In eval mode the output is a function of the tokens: a second call on the same tokens gives
+    the same numbers. Dropout left on (F.dropout(x, p) without training=self.training) does not."""
+    again = as_tensor(run(tokens)[0], what)
+    if tuple(again.shape) != tuple(first.shape) or not bool(torch.allclose(
+            again.double(), first.double(), atol=1e-6, rtol=1e-5, equal_nan=True)):
+        raise Fail("{what} changed from one call to the next on the same tokens in eval mode: "
+                   "dropout is left on in evaluation; use nn.Dropout, or F.dropout(x, p, "
+                   "self.training), which eval() turns off", what=what)
+
+
+def _same_alone(ctx, run, tokens, got: torch.Tensor) -> bool:
+    """Whether each sequence of the padded batch `tokens` (REAL_LENGTHS) gets the output it gets
+    alone, without its pads: in a batch of two copies of it, as no check but the regressor's
+    values asks for a batch of one. Its positions are the same, since the pads come last."""
+    if got.dim() == 0 or got.shape[0] != len(tokens):
+        return False
+    for row, length in enumerate(REAL_LENGTHS):
+        alone = as_tensor(run(tokens[row:row + 1, :length].repeat(2, 1))[0], "the output")
+        if alone.dim() == 0 or alone.shape[0] != 2 or not close(got[row], alone[0], ctx.atol,
+                                                                ctx.rtol):
+            return False
+    return True
+
+
+def _expect_padding_ignored(ctx, run, tokens, what: str) -> None:
+    """The padding check of the classifier or the regressor, on `tokens` (see _padded_tokens).
+
+    The output must depend on the real tokens (expect_varies), then be the reference's around the
+    same stand-ins, for rows with different numbers of pads, one with none. Where it is not,
+    padding is to blame only if some sequence's output in the padded batch differs from its output
+    alone: a model wrong in another way that leaves its pads out loses the values points, not this
+    one. The message names the cause where a common wrong model gives the same numbers."""
+    got, references = run(tokens)
+    got = expect_kind(got, "floating", what)
+    expect_varies(got, run(_last_real_token_changed(tokens, PAD_ID))[0], what,
+                  "a token that is not padding changed")
+    if any(close(got, expected, ctx.atol, ctx.rtol) for expected in _expected(references, tokens)):
+        return
+    if _same_alone(ctx, run, tokens, got):
+        return
+    _expect_repeatable(run, tokens, got, what)
+    cause = first_match(got, _wrong_models(ctx, references[0], tokens), ctx.atol, ctx.rtol)
+    raise Fail("padding changed the prediction of a sequence: {cause}",
+               cause=cause or PADS_NOT_IGNORED)
 
 
 def _expect_encoder_stack(ctx, cls: str, options: dict) -> None:
     """The structure of an encoder-only model (the classifier, the regressor): its own parameters
     by name and shape, and its encoder layers, one object each, in an nn.ModuleList `layers`."""
     handle = ctx.new(cls, swap_globals=STAND_INS, **options)
-    _names_and_shapes(ctx, handle, ctx.reference_module(cls, **options), cls, skipped=["layers"])
+    reference = ctx.reference_module(cls, **options)
+    missing, unexpected, wrong = handle.compare(parameter_shapes(reference, ["layers"]), ["layers"])
+    if unexpected and not missing and not wrong:
+        raise Fail("{cls} has parameters the assignment does not list: {unexpected}; keep only "
+                   "embedding, layers and head (a fixed table, such as the positions, belongs in "
+                   "a buffer: register_buffer, not a parameter)", cls=cls, unexpected=unexpected)
+    _names_and_shapes(ctx, handle, reference, cls, skipped=["layers"])
     children = {name: identity for name, _, identity in handle.info.get("children", [])}
     count = options["num_layers"]
     layers = [children.get(f"layers.{index}") for index in range(count)]
@@ -553,36 +700,48 @@ def test_classifier_structure(ctx):
 
 
 def test_classifier_logprobs(ctx):
+    """Log-probabilities [B, num_classes] that depend on the tokens and on the weights: an output
+    of the right form that ignores either (log_softmax of zeros, say) is no classifier."""
     ctx.seed(71)
-    run = _classifier_with_probes(ctx, seed=72)
-    out, _ = run(_tokens(ctx))
-    out = expect_shape(out, (3, 3), "the output for tokens [3, 7], 3 classes")
-    out = expect_kind(out, "floating", "the output for tokens [3, 7], 3 classes")
+    student, run = _with_probe_layers(ctx, "EncoderClassifier", CLASSIFIER, seed=72)
+    tokens = _tokens(ctx)
+    what = "the output for tokens [3, 7], 3 classes"
+    out, _ = run(tokens)
+    out = expect_kind(expect_shape(out, (3, 3), what), "floating", what)
     total = out.double().exp().sum(-1)
     if not torch.allclose(total, torch.ones_like(total), atol=1e-4):
         raise Fail("the output should be log-probabilities (log_softmax over the classes): "
                    "exp(output) sums to {lo:.3f}-{hi:.3f}, not 1", lo=float(total.min()),
                    hi=float(total.max()))
+    expect_varies(out, run(_last_real_token_changed(tokens, CLASSIFIER["pad_id"]))[0], what,
+                  "a token that is not padding changed")
+    ctx.expect_uses(student, lambda: run(tokens)[0], what)
 
 
 def test_classifier_padding(ctx):
     ctx.seed(73)
-    run = _classifier_with_probes(ctx, seed=74)
-    (short, _), long = _with_more_padding(run, _tokens(ctx), "the classifier's output")
-    if not close(short, long, ctx.atol, ctx.rtol):
-        raise Fail("adding padding changed the prediction: pads must be masked as keys (pass "
-                   "padding_mask to every layer) and left out of the mean")
+    _, run = _with_probe_layers(ctx, "EncoderClassifier", {**CLASSIFIER, "pad_id": PAD_ID},
+                                seed=74)
+    _expect_padding_ignored(ctx, run, _padded_tokens(ctx, CLASSIFIER["vocab_size"]),
+                            "the classifier's output")
 
 
 def test_classifier_values(ctx):
     ctx.seed(75)
-    run = _classifier_with_probes(ctx, seed=76)
-    got, candidates = run(_tokens(ctx))
+    _, run = _with_probe_layers(ctx, "EncoderClassifier", CLASSIFIER, seed=76)
+    tokens = _tokens(ctx)
+    what = "EncoderClassifier on tokens [3, 7] with padding (eval mode)"
+    got, references = run(tokens)
+    candidates = _expected(references, tokens)
     if any(close(got, expected, ctx.atol, ctx.rtol) for expected in candidates):
         return
-    ctx.expect_close(got, candidates[0], "EncoderClassifier on tokens [3, 7] with padding (eval mode)",
-                     hint="embed as embedding * sqrt(d_model) + positions, then the layers with "
-                          "the padding mask, the mean over real tokens, the head, log_softmax")
+    got = expect_kind(expect_shape(got, tuple(candidates[0].shape), what), "floating", what)
+    _expect_repeatable(run, tokens, got, what)
+    hint = first_match(got, _wrong_models(ctx, references[0], tokens), ctx.atol, ctx.rtol)
+    ctx.expect_close(got, candidates[0], what,
+                     hint=hint or "embed as embedding * sqrt(d_model) + positions, then the "
+                                  "layers with the padding mask, the mean over real tokens, the "
+                                  "head, log_softmax")
 
 
 # -- the regressor -------------------------------------------------------------------------------
@@ -596,7 +755,8 @@ REGRESSOR = dict(vocab_size=13, d_model=D, num_heads=H, num_layers=2, d_ff=FF, d
 # stand-ins, by the mean absolute error on fresh sequences drawn after training from
 # a seed nobody can know. The seed, the sequences and the bar are course.yaml's `regression`
 # (bench/regression.py measured the bar); the catalogue's wrong regressors are off by 0.39 (the
-# mean over the pads) to 4.4 (a sigmoid on the output).
+# mean over the pads) to 4.4 (a sigmoid on the output). The embedding must have learned too: its
+# gradient flows through the layers and the pooling, which a frozen encoder cuts.
 TRAINED_LAYER_SEED = 500          # the stand-in encoder layers' seeds: 500, 501, ...
 
 
@@ -615,55 +775,25 @@ def _prediction(value, batch: int, what: str) -> torch.Tensor:
         raise Fail("{what}: shape [{batch}, 1]; the regressor returns one number per sequence, "
                    "shape [{batch}]: drop the head's last axis (squeeze(-1))", what=what,
                    batch=batch)
+    if batch == 1 and tensor.dim() == 0:
+        raise Fail("{what}: shape [], a number with no axis; for a batch of one sequence the "
+                   "regressor returns shape [1]: squeeze(-1) drops the head's axis only, squeeze() "
+                   "drops the batch's too", what=what)
     return expect_kind(expect_shape(tensor, (batch,), what), "floating", what)
-
-
-MEAN_WITH_PADS = ("the mean includes the padding positions: average the output vectors over the "
-                  "real tokens only")
-LAYERS_WITHOUT_MASK = ("the encoder layers ran without the padding mask: pass padding_mask(tokens, "
-                       "pad_id) to every layer")
 
 
 def _regressor_variants(ctx, reference, tokens) -> list[tuple[torch.Tensor, str]]:
     """The common wrong regressors, around the reference's stand-ins and weights, each with the
-    words that name it."""
+    words that name it: those of _wrong_models, and an activation after the head."""
     with torch.no_grad():
-        embedded = reference.embedding(tokens)
-        positions = reference.positions[:tokens.shape[1]]
-        mask = ctx.ref["padding_mask"](tokens, reference.pad_id)
-
-        def encode(x, layer_mask=mask):
-            for layer in reference.layers:
-                x = layer(x, layer_mask)
-            return x
-
-        real = (tokens != reference.pad_id).unsqueeze(-1).float()
-        hidden = encode(embedded * math.sqrt(reference.d_model) + positions)
-
-        def mean(x):
-            return (x * real).sum(1) / real.sum(1)
-
-        def head(pooled):
-            return reference.head(pooled).squeeze(-1)
-
-        out = head(mean(hidden))
-        return [
-            (head(hidden.mean(1)), MEAN_WITH_PADS),
-            (head((hidden * real).sum(1)), "this is the sum of the output vectors over the real "
-                                           "tokens, not their mean: divide by how many there are"),
-            (head(hidden[:, 0]), "only the first position reaches the head: pool with the mean "
-                                 "over all the real tokens"),
+        out = reference(tokens)
+    return [*_wrong_models(ctx, reference, tokens),
             (out.relu(), "there is a ReLU after the head: the head's output is the prediction, "
                          "with no activation"),
             (out.sigmoid(), "there is a sigmoid after the head: the head's output is the "
                             "prediction, with no activation"),
             (out.tanh(), "there is a tanh after the head: the head's output is the prediction, "
-                         "with no activation"),
-            (head(mean(encode(embedded * math.sqrt(reference.d_model) + positions, None))),
-             LAYERS_WITHOUT_MASK),
-            (head(mean(encode(embedded + positions))),
-             "the embeddings are not multiplied by sqrt(d_model)"),
-        ]
+                         "with no activation")]
 
 
 def test_regressor_structure(ctx):
@@ -671,35 +801,38 @@ def test_regressor_structure(ctx):
 
 
 def test_regressor_values(ctx):
+    """The reference's predictions on a padded batch, then on a batch of one sequence (shape
+    [1]: a squeeze() that drops the batch's axis too shows there)."""
     ctx.seed(81)
-    run = _with_probe_layers(ctx, "EncoderRegressor", REGRESSOR, seed=82)
+    _, run = _with_probe_layers(ctx, "EncoderRegressor", REGRESSOR, seed=82)
     tokens = _regressor_tokens(ctx)
     what = "EncoderRegressor on tokens [4, 7] with padding (eval mode)"
     got, references = run(tokens)
     got = _prediction(got, 4, what)
-    with torch.no_grad():
-        candidates = [reference(tokens) for reference in references]
-    if any(close(got, expected, ctx.atol, ctx.rtol) for expected in candidates):
-        return
-    hint = first_match(got, _regressor_variants(ctx, references[0], tokens), ctx.atol, ctx.rtol)
-    ctx.expect_close(got, candidates[0], what,
-                     hint=hint or "embed as embedding * sqrt(d_model) + positions, then the "
-                                  "layers with the padding mask, the mean over real tokens, the "
-                                  "head, and no activation")
+    candidates = _expected(references, tokens)
+    if not any(close(got, expected, ctx.atol, ctx.rtol) for expected in candidates):
+        _expect_repeatable(run, tokens, got, what)
+        hint = first_match(got, _regressor_variants(ctx, references[0], tokens), ctx.atol,
+                           ctx.rtol)
+        ctx.expect_close(got, candidates[0], what,
+                         hint=hint or "embed as embedding * sqrt(d_model) + positions, then the "
+                                      "layers with the padding mask, the mean over real tokens, "
+                                      "the head, and no activation")
+    one = tokens[1:2]
+    what = "EncoderRegressor on a batch of one sequence, tokens [1, 7] (eval mode)"
+    got, references = run(one)
+    got = _prediction(got, 1, what)
+    candidates = _expected(references, one)
+    if not any(close(got, expected, ctx.atol, ctx.rtol) for expected in candidates):
+        ctx.expect_close(got, candidates[0], what)
 
 
 def test_regressor_padding(ctx):
     ctx.seed(83)
-    run = _with_probe_layers(ctx, "EncoderRegressor", REGRESSOR, seed=84)
-    tokens = _regressor_tokens(ctx)
-    (short, references), long = _with_more_padding(run, tokens, "the regressor's output")
-    if not close(short, long, ctx.atol, ctx.rtol):
-        cause = first_match(short, [variant for variant in _regressor_variants(
-            ctx, references[0], tokens) if variant[1] in (MEAN_WITH_PADS, LAYERS_WITHOUT_MASK)],
-            ctx.atol, ctx.rtol)
-        raise Fail("adding padding changed the prediction: {cause}", cause=cause or (
-            "pads must be masked as keys (pass padding_mask to every layer) and left out of the "
-            "mean"))
+    _, run = _with_probe_layers(ctx, "EncoderRegressor", {**REGRESSOR, "pad_id": PAD_ID},
+                                seed=84)
+    _expect_padding_ignored(ctx, run, _padded_tokens(ctx, REGRESSOR["vocab_size"]),
+                            "the regressor's output")
 
 
 def _trained_regressor_weights(state, model: torch.nn.Module) -> None:
@@ -722,14 +855,31 @@ def _trained_regressor_weights(state, model: torch.nn.Module) -> None:
             expected.copy_(weight.to(expected.dtype))
 
 
+def _expect_embedding_trained(before, after) -> None:
+    """The embedding's weights after training differ from those before: its gradient flows from
+    the loss through the head, the pooling and the encoder layers, so a regressor that runs its
+    layers under torch.no_grad() or detaches its pooled vector trains its head only. (Weights
+    missing or of the wrong form are left to _trained_regressor_weights, which says so.)"""
+    name = "embedding.weight"
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return
+    first, last = before.get(name), after.get(name)
+    if isinstance(first, torch.Tensor) and close(first, last, 0.0, 0.0):
+        raise Fail("after training with the course's recipe, the embedding has not changed: no "
+                   "gradient reached it. The loss's gradient must flow through the head, the "
+                   "pooling and the encoder layers to the embedding: do not run the layers under "
+                   "torch.no_grad(), nor detach the pooled vector")
+
+
 def test_regressor_trained(ctx):
     """Train in the student's process with the notebook's recipe; judge the weights here.
 
     The student's regressor is built around stand-in encoder layers and positions (so a bug in
     EncoderLayer or positional_encoding costs their own points, not these) and trained by the
-    recipe's fit_regressor. Only its weights come out: they are loaded into the reference
-    architecture around the same stand-ins and judged here, on sequences drawn after training from
-    a seed nobody can know, so no student code runs while the model is judged."""
+    recipe's fit_regressor. Only its weights come out: the embedding's must have changed, and they
+    are loaded into the reference architecture around the same stand-ins and judged here, on
+    sequences drawn after training from a seed nobody can know, so no student code runs while the
+    model is judged."""
     recipe = recipe_source(ctx.course, ctx.assignment.id)
     scope = dict(ctx.ref)                       # the recipe's settings (course code, trusted)
     exec(compile(recipe, "<recipe>", "exec"), scope)
@@ -746,6 +896,7 @@ def test_regressor_trained(ctx):
                                  seed=TRAINED_LAYER_SEED + index)
         student.swap(f"layers.{index}", handle)
         twins.append(twin)
+    before = ctx.request("state", handle=student.name)
     ctx.request("exec", label="recipe", source=recipe)
     losses = ctx.request("call", timeout=ctx.course.limit("training_seconds"), fn="fit_regressor",
                          args=[student.ref()], kwargs={"seed": regression.seed, "progress": False},
@@ -761,7 +912,9 @@ def test_regressor_trained(ctx):
         model = ctx.reference_module("EncoderRegressor", **options)
     for index, twin in enumerate(twins):
         model.layers[index] = twin
-    _trained_regressor_weights(ctx.request("state", handle=student.name), model)
+    state = ctx.request("state", handle=student.name)
+    _expect_embedding_trained(before, state)
+    _trained_regressor_weights(state, model)
     model.eval()
 
     eval_seed = secrets.randbits(62)              # drawn now, after training: nobody can know it

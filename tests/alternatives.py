@@ -1421,3 +1421,108 @@ class EncoderRegressor(nn.Module):
 '''})
 
 ALTERNATIVES += [REGRESSOR_MASKED_FILL, REGRESSOR_MATMUL]
+
+
+# -- the 02-layers heads, ported (issue 23) --------------------------------------------------------
+# The layout of PyTorch's tutorial "Language modeling with nn.Transformer": sequence-first tensors
+# (src.t()), a PositionalEncoding module that builds its own table with exp and log (no call to
+# positional_encoding: graded against the real table) and applies the dropout, init_weights, and
+# that tutorial's names (encoder for the embedding, transformer_encoder, decoder for the head) with
+# the contract's as aliases; pooled the sentence-transformers way: an attention_mask of 1 on the
+# real tokens, expanded to the hidden size, the sum divided by its clamp(min=1e-9).
+TUTORIAL_HEADS = Alternative("tutorial_seq_first_sbert_mean_pooling", "02-layers", {
+    "classifier-code": '''
+class EncoderClassifier(nn.Module):
+    def __init__(self, vocab_size, num_classes, d_model, num_heads, num_layers, d_ff,
+                 dropout=0.1, pad_id=0, max_len=64):
+        super().__init__()
+        self.model_type = "Transformer"
+        self.pad_id = pad_id
+        self.pos_encoder = PositionalEncoding(d_model, dropout, max_len)
+        self.transformer_encoder = nn.ModuleList(
+            [EncoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
+        self.encoder = nn.Embedding(vocab_size, d_model)
+        self.d_model = d_model
+        self.decoder = nn.Linear(d_model, num_classes)
+        self.embedding, self.head = self.encoder, self.decoder         # the notebook's names
+        self.layers = self.transformer_encoder
+        self.init_weights()
+
+    def init_weights(self):
+        initrange = 0.1
+        self.encoder.weight.data.uniform_(-initrange, initrange)
+        self.decoder.bias.data.zero_()
+        self.decoder.weight.data.uniform_(-initrange, initrange)
+
+    def forward(self, src):
+        attention_mask = (src != self.pad_id).long()
+        src_key_padding_mask = padding_mask(src, self.pad_id)
+        src = self.encoder(src.t()) * math.sqrt(self.d_model)        # [T, B, d_model]
+        src = self.pos_encoder(src)
+        output = src.transpose(0, 1)                                  # the layers: [B, T, d_model]
+        for mod in self.transformer_encoder:
+            output = mod(output, src_key_padding_mask)
+        sentence_embeddings = mean_pooling(output, attention_mask)
+        return F.log_softmax(self.decoder(sentence_embeddings), dim=-1)
+''',
+    "regressor-code": '''
+class EncoderRegressor(nn.Module):
+    def __init__(self, vocab_size, d_model, num_heads, num_layers, d_ff, dropout=0.1, pad_id=0,
+                 max_len=64):
+        super().__init__()
+        self.model_type = "Transformer"
+        self.pad_id = pad_id
+        self.pos_encoder = PositionalEncoding(d_model, dropout, max_len)
+        self.transformer_encoder = nn.ModuleList(
+            [EncoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
+        self.encoder = nn.Embedding(vocab_size, d_model)
+        self.d_model = d_model
+        self.decoder = nn.Linear(d_model, 1)
+        self.embedding, self.head = self.encoder, self.decoder         # the notebook's names
+        self.layers = self.transformer_encoder
+        self.init_weights()
+
+    def init_weights(self):
+        initrange = 0.1
+        self.encoder.weight.data.uniform_(-initrange, initrange)
+        self.decoder.bias.data.zero_()
+        self.decoder.weight.data.uniform_(-initrange, initrange)
+
+    def forward(self, src):
+        attention_mask = (src != self.pad_id).long()
+        src_key_padding_mask = padding_mask(src, self.pad_id)
+        src = self.encoder(src.t()) * math.sqrt(self.d_model)
+        src = self.pos_encoder(src)
+        output = src.transpose(0, 1)
+        for mod in self.transformer_encoder:
+            output = mod(output, src_key_padding_mask)
+        sentence_embeddings = mean_pooling(output, attention_mask)
+        return self.decoder(sentence_embeddings).squeeze(dim=1)
+'''}, added={"classifier-code": '''
+class PositionalEncoding(nn.Module):
+
+    def __init__(self, d_model, dropout=0.1, max_len=5000):
+        super().__init__()
+        self.dropout = nn.Dropout(p=dropout)
+        position = torch.arange(max_len).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
+        pe = torch.zeros(max_len, 1, d_model)
+        pe[:, 0, 0::2] = torch.sin(position * div_term)
+        pe[:, 0, 1::2] = torch.cos(position * div_term)
+        self.register_buffer("pe", pe)
+
+    def forward(self, x):
+        """x: [seq_len, batch_size, embedding_dim]"""
+        x = x + self.pe[:x.size(0)]
+        return self.dropout(x)
+
+
+def mean_pooling(token_embeddings, attention_mask):
+    """The mean of the token embeddings over the real tokens (attention_mask 1)."""
+    input_mask_expanded = attention_mask.unsqueeze(-1).expand(token_embeddings.size()).float()
+    return torch.sum(token_embeddings * input_mask_expanded, 1) / torch.clamp(
+        input_mask_expanded.sum(1), min=1e-9)
+'''})
+
+PORTS += [TUTORIAL_HEADS]
+ALTERNATIVES += [TUTORIAL_HEADS]

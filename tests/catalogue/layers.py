@@ -130,3 +130,75 @@ BUGS += [
         "self.head = nn.Linear(d_model, d_model)", {"regressor.structure": "head.weight"},
         more=[(PREDICTION, "return self.head(pooled).mean(-1)")]),
 ]
+
+# issue 23: the heads
+FORWARD = "T = tokens.shape[1]"
+TRIMMED = "tokens = tokens[:, :int((tokens != self.pad_id).any(0).nonzero().max()) + 1]\n        "
+LAYERS_LOOP = "for layer in self.layers:\n            x = layer(x, mask)"
+LOGPROBS = "return F.log_softmax(self.head(pooled), dim=-1)"
+TABLE = 'self.register_buffer("positions", positional_encoding(max_len, d_model), persistent=False)'
+BUGS += [
+    # No mask, the mean over the pads, but the trailing columns that are all pads dropped first:
+    # the same output for any number of pads appended to every row.
+    bug("classifier_trims_pad_columns", A, "classifier-code", FORWARD, TRIMMED + FORWARD,
+        {"classifier.padding": ("neither masked", "mean")},
+        more=[("x = layer(x, mask)", "x = layer(x)"), (POOLED, "x.mean(dim=1)")]),
+    bug("regressor_trims_pad_columns", A, "regressor-code", FORWARD, TRIMMED + FORWARD,
+        {"regressor.padding": ("neither masked", "mean")},
+        more=[("x = layer(x, mask)", "x = layer(x)"), (POOLED, "x.mean(dim=1)")]),
+    # a lazy twin of the padding check: it reads the first token alone, so no pad can change it
+    bug("classifier_reads_first_token_only", A, "classifier-code", "pooled = " + POOLED,
+        "pooled = self.embedding(tokens[:, 0])",
+        {"classifier.padding": "must depend on its input"}),
+    # log-probabilities of the right form that ignore the input, or the parameters
+    bug("classifier_constant_logprobs", A, "classifier-code", LOGPROBS,
+        "return F.log_softmax(torch.zeros(len(tokens), self.head.out_features), dim=-1)",
+        {"classifier.logprobs": "depend on its input"}),
+    bug("classifier_logprobs_ignore_parameters", A, "classifier-code", LOGPROBS,
+        "return F.log_softmax(tokens[:, :self.head.out_features].float(), dim=-1)",
+        {"classifier.logprobs": "with its parameters"}),
+    # the encoder frozen, or the pooled vector detached: only the head learns
+    bug("regressor_encoder_frozen", A, "regressor-code", LAYERS_LOOP,
+        "with torch.no_grad():\n            for layer in self.layers:\n"
+        "                x = layer(x, mask)",
+        {"regressor.trained": ("no gradient", "torch.no_grad()")}),
+    bug("regressor_pooled_detached", A, "regressor-code", PREDICTION,
+        "return self.head(pooled.detach()).squeeze(-1)",
+        {"regressor.trained": ("no gradient", "detach")}),
+    # a pad id hard-coded as 0
+    bug("regressor_pad_id_hard_coded", A, "regressor-code", "padding_mask(tokens, self.pad_id)",
+        "padding_mask(tokens, 0)", {"regressor.padding": ("equal to 0", "pad_id")},
+        more=[("(tokens != self.pad_id)", "(tokens != 0)")]),
+    # squeeze() drops the batch's axis too, for a batch of one
+    bug("regressor_squeezes_every_axis", A, "regressor-code", PREDICTION,
+        "return self.head(pooled).squeeze()",
+        {"regressor.values": ("batch of one", "squeeze(-1)")}),
+    # each named by its message
+    bug("regressor_divides_by_padded_length", A, "regressor-code", POOLED,
+        "(x * real).sum(dim=1) / T",
+        {"regressor.values": "padded length", "regressor.padding": "padded length"}),
+    bug("regressor_no_positions", A, "regressor-code", " + self.positions[:T]", "",
+        {"regressor.values": "no positional encoding"}),
+    bug("regressor_pools_last_position", A, "regressor-code", "pooled = " + POOLED,
+        "pooled = x[:, -1]",
+        {"regressor.values": "last position", "regressor.padding": "last position"}),
+    bug("regressor_mask_true_keeps", A, "regressor-code",
+        "mask = padding_mask(tokens, self.pad_id)",
+        "mask = (tokens != self.pad_id)[:, None, None, :]",
+        {"regressor.values": "inverted", "regressor.padding": "inverted"}),
+    bug("regressor_dropout_in_eval", A, "regressor-code", "x = self.dropout(x)",
+        "x = F.dropout(x, self.dropout.p)", {"regressor.values": ("dropout", "eval")}),
+    bug("classifier_dropout_in_eval", A, "classifier-code", "x = self.dropout(x)",
+        "x = F.dropout(x, self.dropout.p)", {"classifier.values": ("dropout", "eval")}),
+    bug("classifier_mask_true_keeps", A, "classifier-code",
+        "mask = padding_mask(tokens, self.pad_id)",
+        "mask = (tokens != self.pad_id)[:, None, None, :]",
+        {"classifier.values": "inverted", "classifier.padding": "inverted"}),
+    # A frozen position table kept as a parameter: the numbers are right, the parameters are not
+    # the assignment's. It costs the structure point only, whose message names the tensor.
+    bug("regressor_frozen_position_table", A, "regressor-code", TABLE,
+        "self.positions = nn.Embedding.from_pretrained(positional_encoding(max_len, d_model),\n"
+        "                                                      freeze=True)",
+        {"regressor.structure": ("positions.weight", "register_buffer")}, exact=True,
+        more=[("self.positions[:T]", "self.positions(torch.arange(T))")]),
+]
