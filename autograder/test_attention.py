@@ -4,6 +4,7 @@ Every size is distinct (B=2, heads=3, Tq=5, Tk=7, d_k=4, d_v=6, d_model=12) so a
 pass by accident. Multi-head attention is checked with a stand-in under it wherever it calls
 `scaled_dot_product_attention`, so a bug in that function costs its own points only.
 """
+import copy
 import math
 
 import pytest
@@ -154,12 +155,27 @@ def _expected_mha(module, x_q, x_kv, mask) -> list[torch.Tensor]:
         return [around_stand_in, module(x_q, x_kv, mask)]
 
 
+def _scaled_twice(reference: torch.nn.Module) -> torch.nn.Module:
+    """The reference with its queries divided by sqrt(d_k) before the attention function, which
+    divides its scores by sqrt(d_k) again: a MultiHeadAttention that scales q (or k) itself."""
+    twice = copy.deepcopy(reference)
+    with torch.no_grad():
+        twice.w_q.weight /= math.sqrt(D // H)
+        twice.w_q.bias /= math.sqrt(D // H)
+    return twice
+
+
 def _expect_mha(ctx, out, reference, x_q, x_kv, mask, used: bool, what: str, hint: str = ""):
     """`out` must be one of the two expected outputs (see _expected_mha)."""
     candidates = _expected_mha(reference, x_q, x_kv, mask)
     out = expect_like(out, candidates[0], what)
     if any(close(out, expected, ctx.atol, ctx.rtol) for expected in candidates):
         return
+    if any(close(out, twice, ctx.atol, ctx.rtol)
+           for twice in _expected_mha(_scaled_twice(reference), x_q, x_kv, mask)):
+        raise Fail("{what}: the scores are scaled twice: scaled_dot_product_attention divides "
+                   "them by sqrt(d_k) already, so MultiHeadAttention must not scale q or k as "
+                   "well", what=what)
     if not used:
         raise Fail("{what}: not the expected values (largest difference {gap:.2g}). "
                    "MultiHeadAttention did not call scaled_dot_product_attention by that name, so "
@@ -224,12 +240,62 @@ def test_mha_cross(ctx):
     _expect_mha(ctx, out, reference, x, memory, None, used, what)
 
 
+def _run_masked(ctx, student, x_q, x_kv, mask, what: str):
+    """_run_mha with a mask; when the student's code raises with the mask and runs without it,
+    the message names the masks' shape convention (the Annotated Transformer's MultiHeadedAttention
+    adds a head axis with mask.unsqueeze(1): its masks are [B, 1, Tk], the course's are not)."""
+    try:
+        return _run_mha(ctx, student, x_q, x_kv, mask)
+    except StudentError as error:
+        try:
+            _run_mha(ctx, student, x_q, x_kv)
+        except (StudentError, Fail):
+            raise error from None
+        raise Fail("with {what}, your code raised {kind} ({message}), and without a mask it "
+                   "runs: pass the mask on as it is. It is ready to broadcast against the weights "
+                   "[B, num_heads, Tq, Tk]: a causal mask [Tq, Tk], a padding mask [B, 1, 1, Tk] "
+                   "(its head and query axes are there already), so it needs no "
+                   "mask.unsqueeze(1), which the Annotated Transformer adds to its own "
+                   "[B, 1, Tk] masks", what=what, kind=error.type,
+                   message=str(error.info.get("message", ""))[:200]) from None
+
+
+def _expect_attention_weights(ctx, student, reference, x_q, x_kv, mask, what: str):
+    """The contract's last sentence: after a call, self.attention_weights holds that call's
+    weights [B, num_heads, Tq, Tk], those of the attention function it called (the stand-in's,
+    or the reference's own when the class keeps its own attention), zero where the mask blocks."""
+    expected = []
+    with torch.no_grad():
+        for stand_in in (True, False):
+            reference.attention_weights = None
+            if stand_in:
+                with swapped(reference.forward.__globals__, SDPA, standins.AttentionFunction()):
+                    reference(x_q, x_kv, mask)
+            else:
+                reference(x_q, x_kv, mask)
+            expected.append(reference.attention_weights)
+    _run_mha(ctx, student, x_q, x_kv, mask)
+    kept = ctx.request("attribute", handle=student.name, name="attention_weights")
+    if not isinstance(kept, dict) or not kept.get("present"):
+        raise Fail("MultiHeadAttention does not keep its attention weights: after each call, "
+                   "self.attention_weights must hold the weights [B, num_heads, Tq, Tk] that "
+                   "scaled_dot_product_attention returned")
+    name = "self.attention_weights"
+    weights = expect_kind(expect_shape(kept.get("value"), tuple(expected[0].shape), name),
+                          "floating", name)
+    if not any(close(weights, each, ctx.atol, ctx.rtol) for each in expected):
+        raise Fail("self.attention_weights after {what} are not the weights of that call "
+                   "(largest difference {gap:.2g}): keep the weights that "
+                   "scaled_dot_product_attention returned, all heads, [B, num_heads, Tq, Tk]",
+                   what=what, gap=largest_gap(weights, expected[0]))
+
+
 def test_mha_mask(ctx):
     ctx.seed(25)
     reference, student = _student_mha(ctx, seed=26, strict=False)
     x = ctx.randn(2, 6, D)
     causal = torch.ones(6, 6, dtype=torch.bool).triu(1)
-    before, used = _run_mha(ctx, student, x, x, causal)
+    before, used = _run_masked(ctx, student, x, x, causal, "a causal mask [6, 6]")
     changed = x.clone()
     changed[:, 4] += 1.5
     after, _ = _run_mha(ctx, student, changed, changed, causal)
@@ -250,7 +316,7 @@ def test_mha_mask(ctx):
     memory = ctx.randn(2, 7, D)
     pads = torch.zeros(2, 1, 1, 7, dtype=torch.bool)
     pads[:, ..., 5:] = True
-    before, _ = _run_mha(ctx, student, x, memory, pads)
+    before, _ = _run_masked(ctx, student, x, memory, pads, "a padding mask [2, 1, 1, 7]")
     noisy = memory.clone()
     noisy[:, 5:] = ctx.randn(2, 2, D) * 3
     after, _ = _run_mha(ctx, student, x, noisy, pads)
@@ -266,6 +332,9 @@ def test_mha_mask(ctx):
                        "function ran inside it: see the sdpa checks")
         raise Fail("changing the padded keys changed the output: the padding mask [B, 1, 1, Tk] "
                    "must block them for every head and query")
+    _expect_attention_weights(ctx, student, reference, x, memory, pads,
+                              "cross-attention from x [2, 6, 12] to memory [2, 7, 12] with a "
+                              "padding mask")
 
 
 # -- masks ---------------------------------------------------------------------------------------

@@ -24,13 +24,16 @@ D, H, FF = 12, 3, 20
 # -- positional encoding -------------------------------------------------------------------------
 def _pe_variants(T, d):
     position = torch.arange(T, dtype=torch.float64)[:, None]
-    def table(rate, first=torch.sin, second=torch.cos):
+    def table(rate, first=torch.sin, second=torch.cos, start=0):
         out = torch.zeros(T, d, dtype=torch.float64)
-        out[:, 0::2], out[:, 1::2] = first(position * rate), second(position * rate)
+        angle = (position + start) * rate
+        out[:, 0::2], out[:, 1::2] = first(angle), second(angle)
         return out
     even = torch.arange(0, d, 2, dtype=torch.float64)
     paper = 10000 ** (-even / d)
     return [
+        (table(paper, start=1), "the positions are counted from 1: the first position is 0 "
+                                "(torch.arange(T))"),
         (table(paper, torch.cos, torch.sin), "sin and cos are swapped: sin goes on the even columns"),
         (table(10000 ** (-torch.arange(d // 2, dtype=torch.float64) / d)),
          "the frequencies are off: column pair i turns at 1/10000^(2i/d_model)"),
@@ -112,6 +115,8 @@ def test_ffn_values(ctx):
 # A layer is built with a stand-in in place of the student's FeedForward class, and checked with
 # stand-ins in place of its sublayers, so that a bug in FeedForward costs FeedForward's points only.
 STAND_IN_FFN = {"FeedForward": "FeedForwardFactory"}
+EVAL_NOISE = ("in eval mode the layer gives different outputs for the same input: dropout must be "
+              "off in eval mode (use nn.Dropout, or F.dropout with training=self.training)")
 
 
 def _with_probes(ctx, cls, paths, seed, dropout=0.3, strict=True):
@@ -233,6 +238,13 @@ def _same_mask(given, mask: torch.Tensor, weights_shape) -> bool:
     return given.dim() == len(weights_shape) and torch.equal(given, mask)
 
 
+def _expect_deterministic(ctx, got, expected, run) -> None:
+    """When a layer's output is not the expected one, whether that is because it changes from one
+    run to the next in eval mode (dropout left on): asked only then, at the cost of a second run."""
+    if not close(got, expected, ctx.atol, ctx.rtol) and not close(got, run(), ctx.atol, ctx.rtol):
+        raise Fail(EVAL_NOISE)
+
+
 def test_encoder_params(ctx):
     _layer_params(ctx, "EncoderLayer", 12704, 12704 - 8352)
 
@@ -244,6 +256,7 @@ def test_encoder_values(ctx):
     got = student.run(x)
     with torch.no_grad():
         expected = reference(x)
+    _expect_deterministic(ctx, got, expected, lambda: student.run(x))
     ctx.expect_close(got, expected, "EncoderLayer on x [2, 5, 12] (eval mode)",
                      hint=first_match(got, _encoder_variants(reference, x, None), ctx.atol,
                                       ctx.rtol))
@@ -290,6 +303,8 @@ def test_encoder_mask(ctx):
     moved = expect_kind(student.run(hidden, mask), "floating", "the layer's output")
     if not (close(got[0, :4], moved[0, :4], ctx.atol, ctx.rtol) and
             close(got[1], moved[1], ctx.atol, ctx.rtol)):
+        if not close(got, student.run(x, mask), ctx.atol, ctx.rtol):
+            raise Fail(EVAL_NOISE)
         raise Fail("changing masked positions changed the output at positions the mask keeps: "
                    "{cause}; pass the layer's mask to self_attn as it is",
                    cause=_mask_cause(calls, mask, (2, 1, 6, 6)))
@@ -299,21 +314,146 @@ def test_encoder_mask(ctx):
         ctx.expect_close(got, expected, "EncoderLayer with a padding mask")
 
 
-def _dropout_check(ctx, cls, paths, args, extra=()):
-    """Dropout on in training mode, off in eval mode. The layer's values are the values check's:
-    a layer wired otherwise (pre-norm, say) is not blamed here for it."""
-    _, student, _ = _with_probes(ctx, cls, paths, seed=51, dropout=0.5, strict=False)
-    ctx.expect_uses(student, lambda: student.run(*args, *extra), "the layer's output")
-    first = expect_kind(student.run(*args, *extra, seed=1), "floating", "the output")
-    second = expect_kind(student.run(*args, *extra, seed=2), "floating", "the output")
-    if not close(first, second, ctx.atol, ctx.rtol):
-        raise Fail("in eval mode the layer gives different outputs for the same input: dropout "
-                   "must be off in eval mode (use nn.Dropout, or F.dropout with "
-                   "training=self.training)")
-    trained = expect_kind(student.run(*args, *extra, train=True, seed=3), "floating", "the output")
+# Dropout is checked where it acts. In training mode, around stand-in sublayers, each post-norm
+# step of a layer must give norm(h + m * sublayer(h) / (1 - p)) for a keep-mask m of 0s and 1s:
+# the stand-ins compute sublayer(h) here, and the reference's norms are the layer's. The input of
+# each step after the first is the output of the one before; the stand-in of the next sublayer
+# records it, and it counts only as a witness: each step is verified here, so a record that lies
+# cannot pass.
+P = 0.25            # 1/(1-p) and 1/p differ, as p and 1-p do: keeping with probability p shows
+
+
+def _keep_masks(width: int) -> torch.Tensor:
+    """Every keep-mask of one row of `width` values: [2**width, width] of 0s and 1s (4,096 rows
+    for d_model 12; this search is for small layers only)."""
+    bits = torch.arange(2 ** width)[:, None] >> torch.arange(width)
+    return (bits & 1).double()
+
+
+def _best_mask(norm, base, delta, target, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """For each row, the keep-mask m that brings norm(base + m * delta * scale) closest to
+    `target`: (the masks [rows, d], each row's largest difference)."""
+    width = base.shape[-1]
+    base, delta, target = (t.double().reshape(-1, 1, width) for t in (base, delta, target))
+    masks = _keep_masks(width)
+    weight, bias = norm.weight.detach().double(), norm.bias.detach().double()
+    normed = torch.nn.functional.layer_norm(base + masks * delta * scale, (width,), weight, bias,
+                                            norm.eps)
+    gaps = (normed - target).abs().amax(dim=-1)              # [rows, 2**width]
+    best = gaps.argmin(dim=-1)
+    return masks[best], gaps.gather(1, best[:, None])[:, 0]
+
+
+def _fits(ctx, gaps, target) -> bool:
+    return bool((gaps <= ctx.atol + ctx.rtol * target.abs().amax()).all())
+
+
+DROPOUT_WRONG = [   # (base, delta, scale) from (h, sublayer(h)), and the words that name it
+    (lambda h, s: (h, s, 1.0), "dropout does not scale the values it keeps by 1/(1-p)"),
+    (lambda h, s: (h, s, 1 / P), "dropout drops each value with probability 1 - p: p is the "
+                                 "probability of dropping it, as in nn.Dropout(p)"),
+    (lambda h, s: (torch.zeros_like(h), h + s, 1 / (1 - P)),
+     "dropout is applied after the residual add; it goes on the sublayer's output, before the "
+     "residual add: norm(x + dropout(sublayer(x)))"),
+]
+
+
+def _expect_dropout_steps(ctx, steps, noisy: bool) -> None:
+    """Each step (name, norm, h, sublayer(h), output) is a post-norm step with dropout P; about a
+    share P of the sublayers' values are dropped, over all the steps."""
+    kept = []
+    for name, norm, h, sub, out in steps:
+        masks, gaps = _best_mask(norm, h, sub, out, 1 / (1 - P))
+        if not _fits(ctx, gaps, out):
+            for variant, words in DROPOUT_WRONG:
+                base, delta, scale = variant(h.double(), sub.double())
+                if _fits(ctx, _best_mask(norm, base, delta, out, scale)[1], out):
+                    raise Fail("in training mode, at the {name} sublayer: {words}",
+                               name=name, words=words)
+            if noisy:
+                raise Fail("with dropout=0, the layer's output in training mode is not its output "
+                           "in eval mode: something other than dropout (random noise?) changes "
+                           "it in training mode")
+            raise Fail("in training mode, the {name} sublayer's output did not go through "
+                       "dropout: no dropout mask gives the layer's output (largest difference "
+                       "{gap:.2g}). Dropout zeroes each value of the sublayer's output with "
+                       "probability p and scales the others by 1/(1-p), before the residual add: "
+                       "norm(x + dropout(sublayer(x)))", name=name, gap=float(gaps.max()))
+        kept.append(masks)
+    dropped = 1 - float(torch.cat(kept).mean())
+    if abs(dropped - P) > 0.15:
+        raise Fail("in training mode with dropout={p}, dropout zeroed {share:.0%} of the "
+                   "sublayers' outputs; it should zero about {p:.0%} of them", p=P, share=dropped)
+
+
+def _witness(probes, path: str, like: torch.Tensor) -> torch.Tensor:
+    """The input the stand-in at `path` last received (the previous step's output), as data."""
+    calls = probes[path].calls()
+    key = "x" if path == "ffn" else "x_q"
+    given = calls[-1].get(key) if calls and isinstance(calls[-1], dict) else None
+    what = f"the input of {path} in training mode"
+    return expect_kind(expect_shape(given, tuple(like.shape), what), "floating", what)
+
+
+def _dropout_steps(reference, probes, args, out) -> list:
+    """The layer's post-norm steps in its last run, as _expect_dropout_steps takes them."""
+    with torch.no_grad():
+        if "cross_attn" not in probes:                          # an encoder layer
+            x = args[0]
+            h1 = _witness(probes, "ffn", x)
+            return [("self-attention", reference.norm1, x, reference.self_attn(x, x, None), h1),
+                    ("feed-forward", reference.norm2, h1, reference.ffn(h1), out)]
+        y, memory, self_mask, memory_mask = args
+        h1 = _witness(probes, "cross_attn", y)
+        h2 = _witness(probes, "ffn", y)
+        return [("self-attention", reference.norm1, y, reference.self_attn(y, y, self_mask), h1),
+                ("cross-attention", reference.norm2, h1,
+                 reference.cross_attn(h1, memory, memory_mask), h2),
+                ("feed-forward", reference.norm3, h2, reference.ffn(h2), out)]
+
+
+def _run_layer(student, probes, args, **options) -> torch.Tensor:
+    """The layer's output, a floating tensor shaped like its first input. When a decoder layer's
+    code raises, the stand-ins' records may name the wiring at fault (words only)."""
+    try:
+        out = student.run(*args, **options)
+    except StudentError:
+        if "cross_attn" in probes:
+            cause = _decoder_wiring(probes, args[0].shape[1], args[1].shape[1])
+            if cause:
+                raise Fail("{cause} (your code raised an error when the grader ran it)",
+                           cause=cause) from None
+        raise
+    return expect_kind(expect_shape(out, tuple(args[0].shape), "the layer's output"), "floating",
+                       "the layer's output")
+
+
+def _dropout_check(ctx, cls, paths, args):
+    """Dropout where the paper puts it, in training mode only. The exact check of each step runs on
+    a layer wired as asked (its eval output is the reference's); a layer wired otherwise (pre-norm,
+    say) is not blamed here for it, and is only asked to be random in training mode and not with
+    dropout 0."""
+    reference, student, probes = _with_probes(ctx, cls, paths, seed=51, dropout=P, strict=False)
+    ctx.expect_uses(student, lambda: _run_layer(student, probes, args), "the layer's output")
+    first = _run_layer(student, probes, args, seed=1)
+    if not close(first, _run_layer(student, probes, args, seed=2), ctx.atol, ctx.rtol):
+        raise Fail(EVAL_NOISE)
+    trained = _run_layer(student, probes, args, train=True, seed=3)
     if close(trained, first, ctx.atol, ctx.rtol):
-        raise Fail("in training mode with dropout 0.5 the output equals the eval output: the "
-                   "sublayers' outputs should go through dropout")
+        raise Fail("in training mode with dropout {p} the output equals the eval output: the "
+                   "sublayers' outputs should go through dropout", p=P)
+    with torch.no_grad():
+        wired_as_asked = close(first, reference(*args), ctx.atol, ctx.rtol)
+    steps = _dropout_steps(reference, probes, args, trained) if wired_as_asked else []
+    _, still, still_probes = _with_probes(ctx, cls, paths, seed=52, dropout=0.0, strict=False)
+    noisy = not close(_run_layer(still, still_probes, args, train=True, seed=4),
+                      _run_layer(still, still_probes, args), ctx.atol, ctx.rtol)
+    if wired_as_asked:
+        _expect_dropout_steps(ctx, steps, noisy)
+    elif noisy:
+        raise Fail("with dropout=0, the layer's output in training mode is not its output in eval "
+                   "mode: something other than dropout (random noise?) changes it in training "
+                   "mode")
 
 
 def test_encoder_dropout(ctx):
@@ -338,9 +478,9 @@ PATHS = ("self_attn", "cross_attn", "ffn")
 
 def test_decoder_values(ctx):
     ctx.seed(61)
-    reference, student, _ = _with_probes(ctx, "DecoderLayer", PATHS, seed=62)
+    reference, student, probes = _with_probes(ctx, "DecoderLayer", PATHS, seed=62)
     y, memory, self_mask, memory_mask = _decoder_inputs(ctx)
-    got = student.run(y, memory, self_mask, memory_mask)
+    got = _run_layer(student, probes, (y, memory, self_mask, memory_mask))
     with torch.no_grad():
         expected = reference(y, memory, self_mask, memory_mask)
     sa, ca = reference.self_attn, reference.cross_attn
@@ -349,6 +489,8 @@ def test_decoder_values(ctx):
         [reference.norm1, reference.norm2, reference.norm3],
         ["self-attention", "cross-attention", "feed-forward"])
     hint = first_match(got, variants, ctx.atol, ctx.rtol)
+    _expect_deterministic(ctx, got, expected,
+                          lambda: student.run(y, memory, self_mask, memory_mask))
     ctx.expect_close(got, expected, "DecoderLayer on y [2, 5, 12], memory [2, 7, 12] (eval mode)",
                      hint=hint)
 
@@ -406,6 +548,9 @@ def test_decoder_masks(ctx):
     after = _decoder_output(student, later, memory, self_mask, memory_mask)
     expect_varies(out[:, 3], after[:, 3], "the output at position 3", "target token 3 changed")
     if not close(out[:, :3], after[:, :3], ctx.atol, ctx.rtol):
+        if not close(out, _decoder_output(student, y, memory, self_mask, memory_mask), ctx.atol,
+                     ctx.rtol):
+            raise Fail(EVAL_NOISE)
         raise Fail("positions 0-2 changed when target token 3 changed: self-attention must get "
                    "self_mask ({cause})",
                    cause=_mask_cause(recorded["self_attn"], self_mask, (2, 1, 5, 5)))
@@ -458,7 +603,7 @@ def test_decoder_memory(ctx):
 def test_decoder_dropout(ctx):
     ctx.seed(67)
     y, memory, self_mask, memory_mask = _decoder_inputs(ctx)
-    _dropout_check(ctx, "DecoderLayer", PATHS, (y, memory), (self_mask, memory_mask))
+    _dropout_check(ctx, "DecoderLayer", PATHS, (y, memory, self_mask, memory_mask))
 
 
 # -- the classifier ------------------------------------------------------------------------------

@@ -74,3 +74,23 @@ BUGS = [
     bug("padding_inverted", A, "masks-code", PADDING, "(tokens != pad_id)[:, None, None, :]",
         {"masks.padding": "inverted"}),
 ]
+
+# issue 23: layers and attention
+MHA_CALL = "out, self.attention_weights = scaled_dot_product_attention(q, k, v, mask)"
+BUGS += [
+    bug("mha_no_attention_weights", A, "mha-code", MHA_CALL,
+        "out, _ = scaled_dot_product_attention(q, k, v, mask)",
+        {"mha.mask": "self.attention_weights"}, exact=True),
+    bug("mha_attention_weights_averaged", A, "mha-code", MHA_CALL,
+        "out, weights = scaled_dot_product_attention(q, k, v, mask)\n"
+        "        self.attention_weights = weights.mean(dim=1)",
+        {"mha.mask": ("attention_weights", "[2, 3, 6, 7]")}, exact=True),
+    bug("mha_scaled_twice", A, "mha-code", "q, k, v = split(self.w_q(x_q)),",
+        "q, k, v = split(self.w_q(x_q)) / math.sqrt(self.d_k),",
+        {"mha.self": "twice", "mha.cross": "twice", "mha.mask": "twice"}),
+    # The Annotated Transformer's MultiHeadAttention adds the head axis to its [B, 1, Tk] masks;
+    # the course's masks have it already
+    bug("mha_mask_unsqueezed_annotated", A, "mha-code", MHA_CALL,
+        "if mask is not None:\n            mask = mask.unsqueeze(1)\n        " + MHA_CALL,
+        {"mha.mask": ("[B, 1, 1, Tk]", "unsqueeze")}),
+]

@@ -201,4 +201,50 @@ BUGS += [
         "                                                      freeze=True)",
         {"regressor.structure": ("positions.weight", "register_buffer")}, exact=True,
         more=[("self.positions[:T]", "self.positions(torch.arange(T))")]),
+# issue 23: layers and attention
+NOISY = ("\n    def noisy(self, h):\n"
+         "        return h + 0.05 * torch.randn_like(h) if self.training else h\n")
+BUGS += [
+    bug("positions_counted_from_1", A, "positions-code",
+        "position = torch.arange(T, dtype=torch.float32)",
+        "position = torch.arange(1, T + 1, dtype=torch.float32)",
+        {"positions.values": ("counted from 1", "torch.arange(T)")}),
+    # Lazy twins of the dropout checks: no dropout at all, a little noise in training mode.
+    bug("encoder_noise_not_dropout", A, "encoder-code", ENC_ATTN + "\n        " + ENC_FFN,
+        "x = self.norm1(x + self.noisy(self.self_attn(x, x, mask)))\n"
+        "        return self.norm2(x + self.noisy(self.ffn(x)))",
+        {"encoder.dropout": ("dropout=0", "noise")},
+        more=[("self.dropout = nn.Dropout(dropout)\n", "self.p = dropout\n" + NOISY)]),
+    bug("decoder_noise_scaled_by_p", A, "decoder-code", DEC_LAYER,
+        DEC_LAYER.replace("self.dropout(", "self.noisy("),
+        {"decoder.dropout": ("no dropout mask", "1/(1-p)")},
+        more=[("self.dropout = nn.Dropout(dropout)\n",
+               "self.p = dropout\n" + NOISY.replace("0.05 *", "self.p *"))]),
+    # dropout that does not rescale, that takes p as the probability to keep, or that sits after
+    # the residual add
+    bug("encoder_dropout_not_rescaled", A, "encoder-code", ENC_ATTN + "\n        " + ENC_FFN,
+        "x = self.norm1(x + self.drop(self.self_attn(x, x, mask)))\n"
+        "        return self.norm2(x + self.drop(self.ffn(x)))",
+        {"encoder.dropout": "1/(1-p)"},
+        more=[("self.dropout = nn.Dropout(dropout)\n",
+               "self.p = dropout\n\n    def drop(self, h):\n"
+               "        return h * (torch.rand_like(h) >= self.p) if self.training else h\n")]),
+    bug("decoder_dropout_keep_probability", A, "decoder-code", "self.dropout = nn.Dropout(dropout)",
+        "self.dropout = nn.Dropout(1 - dropout)", {"decoder.dropout": "probability"}),
+    bug("decoder_dropout_after_residual", A, "decoder-code", DEC_CROSS,
+        "y = self.norm2(self.dropout(y + self.cross_attn(y, memory, memory_mask)))",
+        {"decoder.dropout": "before the residual"}),
+    # dropout left on in eval mode: the mask check must not blame the mask
+    bug("encoder_dropout_training_true", A, "encoder-code", ENC_ATTN + "\n        " + ENC_FFN,
+        "x = self.norm1(x + F.dropout(self.self_attn(x, x, mask), self.p, training=True))\n"
+        "        return self.norm2(x + F.dropout(self.ffn(x), self.p, training=True))",
+        {"encoder.dropout": "eval mode", "encoder.mask": ("dropout", "eval mode"),
+         "encoder.values": ("dropout", "eval mode")},
+        more=[("self.dropout = nn.Dropout(dropout)", "self.p = dropout")]),
+    # the two masks in the wrong order in the signature: every decoder check names the swap
+    bug("decoder_mask_arguments_swapped", A, "decoder-code",
+        "def forward(self, y, memory, self_mask=None, memory_mask=None):",
+        "def forward(self, y, memory, memory_mask=None, self_mask=None):",
+        {"decoder.masks": "swapped", "decoder.values": "swapped", "decoder.memory": "swapped",
+         "decoder.dropout": "swapped"}),
 ]

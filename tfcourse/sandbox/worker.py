@@ -141,6 +141,15 @@ class Worker:
         return {name: p.grad for name, p in _named_tensors(module, buffers=False)
                 if p.grad is not None}
 
+    def op_attribute(self, handle: str, name: str):
+        """An attribute the contract asks a module to keep (MultiHeadAttention's
+        attention_weights): {"present": whether it is set, "value": it, as data}. The grader
+        checks the value like any reply (type, dtype, shape, finite) before it compares it."""
+        module = self.handles[handle]
+        present = hasattr(module, str(name))
+        return {"present": present, "value": _plain(getattr(module, str(name))) if present
+                else None}
+
     def op_swap(self, handle: str, path: str, probe: str):
         """Put the stand-in held as handle `probe` at attribute path `path` of module `handle`."""
         parent = self.handles[handle]
