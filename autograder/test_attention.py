@@ -58,6 +58,8 @@ def test_sdpa_shapes(ctx):
                    kind=error.type) from None
     expect_shape(out, (2, 3, 5, 6), "the output for q [2, 3, 5, 4], k [2, 3, 7, 4], v [2, 3, 7, 6]")
     expect_shape(weights, (2, 3, 5, 7), "the weights for q [2, 3, 5, 4], k [2, 3, 7, 4]")
+    expect_varies(out[0, 0], out[1, 2], "the output",     # two batch entries, two inputs
+                  "the queries, keys and values changed (batch entry [0, 0], then [1, 2])")
     out, weights = _sdpa(ctx, q[0, 0], k[0, 0], v[0, 0])
     expect_shape(out, (5, 6), "the output for q [5, 4], k [7, 4], v [7, 6] (no batch axes)")
     expect_shape(weights, (5, 7), "the weights for q [5, 4], k [7, 4] (no batch axes)")
@@ -79,6 +81,24 @@ def test_sdpa_softmax(ctx):
         raise Fail("the weights do not sum to 1 over the keys (row sums from {lo:.3f} to "
                    "{hi:.3f}): the softmax must run over the last axis",
                    lo=float(sums.min()), hi=float(sums.max()))
+    _expect_weights_follow_scores(ctx, weights, scores, q, k, v)
+
+
+def _expect_weights_follow_scores(ctx, weights, scores, q, k, v):
+    """The weights are a function of the scores: the same input gives the same weights, and each
+    query's largest weight is on the key with its largest score q·k (whatever the scale, which
+    is sdpa.values' to check). Queries whose two best keys nearly tie are left aside."""
+    _, again = _sdpa(ctx, q, k, v)
+    if not close(again, weights, 1e-6, 1e-5):
+        raise Fail("the same q, k and v gave different weights: the weights must be the softmax "
+                   "of the scores, with nothing random in them")
+    top = scores.topk(2, dim=-1).values
+    clear = (top[..., 0] - top[..., 1]) > 1e-3
+    wrong = (weights.argmax(-1) != scores.argmax(-1)) & clear
+    if wrong.any():
+        raise Fail("the weights do not follow the scores: for {n} of {total} queries the largest "
+                   "weight is not on the key with the largest score q·k",
+                   n=int(wrong.sum()), total=int(clear.sum()))
 
 
 def test_sdpa_values(ctx):
@@ -216,6 +236,12 @@ def test_mha_structure(ctx):
     student.expect_parameters(expected, "MultiHeadAttention(12, 3) should have exactly four "
                               "nn.Linear(12, 12) with bias named w_q, w_k, w_v, w_o (missing: "
                               "{missing}; unexpected: {unexpected}; wrong shape: {wrong})")
+    shared = student.shared(expected)
+    if shared:
+        module, other = shared[0]
+        raise Fail("{module} is the same module as {other}: each projection needs an nn.Linear "
+                   "of its own (self.{module} = nn.Linear(d_model, d_model))",
+                   module=module, other=other)
 
 
 def test_mha_self(ctx):

@@ -47,6 +47,9 @@ def test_positions_shape(ctx):
         got = expect_shape(ctx.call("positional_encoding", T, d), (T, d),
                            f"positional_encoding({T}, {d})")
         expect_kind(got, "floating", f"positional_encoding({T}, {d})")
+        if T > 1:                       # the rows of two positions differ (zeros do not)
+            expect_varies(got[0], got[1], f"positional_encoding({T}, {d})",
+                          "the position went from 0 to 1")
 
 
 def test_positions_values(ctx):
@@ -149,6 +152,11 @@ def _distinct_norms(module: torch.nn.Module, seed: int) -> None:
                 part.bias.copy_(0.2 * torch.randn(part.bias.shape, generator=generator))
 
 
+# How each of a layer's own sublayers is built, to name it in a message.
+SUBLAYERS = {"MultiHeadAttention": "MultiHeadAttention(d_model, num_heads)",
+             "LayerNorm": "nn.LayerNorm(d_model)"}
+
+
 def _layer_params(ctx, cls, count, own):
     """The layer's parameters, leaving its FeedForward aside (FeedForward is graded on its own)."""
     handle = ctx.new(cls, 32, 4, 128, 0.1, swap_globals=STAND_IN_FFN)
@@ -157,16 +165,16 @@ def _layer_params(ctx, cls, count, own):
                    "self.ffn", cls=cls)
     reference = ctx.reference_module(cls, 32, 4, 128, 0.1)
     contract = [name for name, _ in reference.named_parameters() if not name.startswith("ffn.")]
-    first_of: dict[int, str] = {}
-    for name in contract:                  # two of the contract's names, one tensor
-        identity = handle.identity.get(name)
-        if identity is not None and identity in first_of:
-            module, other = name.rsplit(".", 1)[0], first_of[identity].rsplit(".", 1)[0]
-            raise Fail("{module} is the same module as {other}: each sublayer needs a module of "
-                       "its own (for example self.{module} = nn.LayerNorm(d_model))",
-                       module=module, other=other)
-        if identity is not None:
-            first_of[identity] = name
+    shared = handle.shared(contract)           # two of the contract's names, one tensor
+    if shared:
+        module, other = shared[0]
+        try:
+            kind = type(reference.get_submodule(module)).__name__
+        except AttributeError:                  # a parameter tied to another of another name
+            kind = "nn.Module"
+        raise Fail("{module} is the same module as {other}: each sublayer needs a module of its "
+                   "own (self.{module} = {build})", module=module, other=other,
+                   build=SUBLAYERS.get(kind, kind + "(...)"))
     in_ffn = {handle.identity[name] for name in handle.parameters if name.startswith("ffn.")}
     got = handle.count([name for name in handle.parameters
                         if handle.identity[name] not in in_ffn])
@@ -554,6 +562,13 @@ def test_decoder_masks(ctx):
         raise Fail("positions 0-2 changed when target token 3 changed: self-attention must get "
                    "self_mask ({cause})",
                    cause=_mask_cause(recorded["self_attn"], self_mask, (2, 1, 5, 5)))
+    earlier = y.clone()
+    earlier[:, 1] += 1.5
+    if close(out[:, 2:], _decoder_output(student, earlier, memory, self_mask, memory_mask)[:, 2:],
+             ctx.atol, ctx.rtol):
+        raise Fail("positions 2-4 did not change when target token 1 changed: self-attention "
+                   "must let each position see the earlier ones (self_mask blocks only the "
+                   "future)")
     padded = memory.clone()
     padded[1, 5:] = ctx.randn(2, D) * 3
     if not close(out, _decoder_output(student, y, padded, self_mask, memory_mask), ctx.atol,

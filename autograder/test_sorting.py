@@ -95,6 +95,7 @@ def test_model_params(ctx):
                    "registered once", n=count)
     if handle.parameters.get("embedding.weight") != [V, 32]:
         raise Fail("model.embedding should be nn.Embedding(11, 32): 352 numbers")
+    handle.expect_trainable(contract)
     options = {k: v for k, v in SMALL.items() if k != "vocab_size"}
     small = ctx.new("Transformer", 13, **{**options, "num_layers": 3})
     expected = parameter_shapes(ctx.reference_module("Transformer", 13,
@@ -206,6 +207,11 @@ def test_model_causal(ctx):
         if close(before[:, position], after[:, position], ctx.atol, ctx.rtol):
             raise Fail("position {t} did not change when its own token changed: the causal mask "
                        "must let a position see itself", t=position)
+        if position + 1 < before.shape[1] and close(before[:, position + 1:],
+                                                    after[:, position + 1:], ctx.atol, ctx.rtol):
+            raise Fail("positions after {t} did not change when target token {t} changed: the "
+                       "decoder's self-attention must let each position see the earlier ones",
+                       t=position)
 
 
 def test_model_padding(ctx):
@@ -361,6 +367,11 @@ def test_greedy_encoder_once(ctx):
     if counts["encode"] != 1:
         raise Fail("greedy_decode ran the encoder {n} times for one call: run model.encode once "
                    "and reuse the memory", n=counts["encode"])
+    length = expected.shape[1]
+    if counts["decode"] < length:       # counted here, by the grader: the decoding happened
+        raise Fail("greedy_decode called model.decode {n} times to write {length} tokens: decode "
+                   "once per token written, with the tokens chosen so far", n=counts["decode"],
+                   length=length)
 
 
 def test_greedy_reference(ctx):

@@ -357,3 +357,57 @@ def test_framework_keeps_the_graders_helpers_once():
     for module in (attention, layers, sorting):
         assert not {"_hint", "_match_hint", "_under", "_outside"} & set(vars(module))
         assert module.first_match is framework.first_match
+
+
+def described(module) -> Handle:
+    """A Handle on the description that the student's process (the worker) gives of `module`."""
+    import importlib
+    import sys
+    sys.path.insert(0, str(ROOT / "tfcourse" / "sandbox"))
+    try:
+        worker = importlib.import_module("worker")
+    finally:
+        sys.path.remove(str(ROOT / "tfcourse" / "sandbox"))
+    return Handle(None, "h1", worker.Worker.__new__(worker.Worker)._describe(module))
+
+
+def test_frozen_parameters_of_the_contract_fail_and_others_do_not():
+    contract = parameter_shapes(Layer())
+    layer = Layer()
+    layer.linear1.requires_grad_(False)
+    with pytest.raises(Fail) as failed:
+        described(layer).expect_parameters(contract, "{missing} {unexpected} {wrong}")
+    assert "linear1.bias, linear1.weight cannot learn (requires_grad is False)" in str(failed.value)
+    described(layer).expect_parameters(contract, "{missing}", skipped=["linear1"])
+    # a frozen tensor that is not one of the contract's (a table of positions) is no concern here
+    layer = Layer()
+    layer.table = torch.nn.Embedding(5, 4).requires_grad_(False)
+    assert described(layer).frozen(contract) == []
+    assert described(layer).frozen(["table.weight"]) == ["table.weight"]
+    # frozen under one name is frozen under all; a description without the list freezes nothing
+    layer.alias = layer.inner.requires_grad_(False)
+    assert described(layer).frozen(["alias.weight"]) == ["alias.weight"]
+    old = handle_of(layer)                  # described without the list of frozen names
+    assert old.frozen(["alias.weight", "inner.weight"]) == []
+
+
+def test_two_names_of_the_contract_on_one_module_are_named_as_modules():
+    class Projections(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w_q = torch.nn.Linear(4, 4)
+            self.w_k = self.w_q
+            self.w_v = torch.nn.Linear(4, 4)
+
+    class Layer2(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.self_attn = Projections()
+            self.cross_attn = self.self_attn
+
+    names = ["w_q.weight", "w_q.bias", "w_k.weight", "w_k.bias", "w_v.weight", "w_v.bias"]
+    assert described(Projections()).shared(names) == [("w_k", "w_q"), ("w_k", "w_q")]
+    names = [f"{attn}.{name}" for attn in ("self_attn", "cross_attn") for name in names]
+    assert described(Layer2()).shared(names)[:2] == [("self_attn.w_k", "self_attn.w_q")] * 2
+    assert ("cross_attn", "self_attn") in described(Layer2()).shared(names)
+    assert described(Layer()).shared(list(parameter_shapes(Layer()))) == []

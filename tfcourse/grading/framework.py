@@ -189,7 +189,8 @@ def compare_parameters(got: dict[str, list[int]], identity: dict[str, int],
 
 def _checked_description(info) -> dict:
     """A module's description as the student's process sent it, keeping only well-formed entries:
-    params [name, shape, tensor id] and children [name, type, id]. It is data, like any reply."""
+    params [name, shape, tensor id], children [name, type, id] and frozen (the names of the
+    parameters that cannot learn). It is data, like any reply."""
     if not isinstance(info, dict):
         return {}
 
@@ -203,8 +204,10 @@ def _checked_description(info) -> dict:
     children = [entry for entry in info.get("children", []) if isinstance(entry, list)
                 and len(entry) == 3 and all(isinstance(x, str) for x in entry[:2])
                 and isinstance(entry[2], int)] if isinstance(info.get("children"), list) else []
+    frozen = [name for name in info.get("frozen", []) if isinstance(name, str)] \
+        if isinstance(info.get("frozen"), list) else []
     return {**{k: v for k, v in info.items() if k in ("module", "type")},
-            "params": params, "children": children}
+            "params": params, "children": children, "frozen": frozen}
 
 
 class Handle:
@@ -223,6 +226,43 @@ class Handle:
     def identity(self) -> dict[str, int]:
         """Name -> which tensor it is: two names of one tensor have the same number."""
         return {entry[0]: entry[2] for entry in self.info.get("params", [])}
+
+    def shared(self, names) -> list[tuple[str, str]]:
+        """(module, other) for each of `names` (the contract's, one tensor each) that is the same
+        tensor as an earlier one: the paths of the two modules, their common tail left off
+        ("w_k", "w_q" for w_k.weight and w_q.weight; "cross_attn", "self_attn" for
+        cross_attn.w_q.weight and self_attn.w_q.weight)."""
+        identity, first_of, pairs = self.identity, {}, []
+        for name in names:
+            key = identity.get(name)
+            if key is None:
+                continue
+            if key not in first_of:
+                first_of[key] = name
+                continue
+            module, other = name.split("."), first_of[key].split(".")
+            while len(module) > 1 and len(other) > 1 and module[-1] == other[-1]:
+                module, other = module[:-1], other[:-1]
+            pairs.append((".".join(module), ".".join(other)))
+        return pairs
+
+    def frozen(self, names, skipped=()) -> list[str]:
+        """Those of `names` (the contract's) that the module has, outside the `skipped`
+        submodules, and that cannot learn: requires_grad False, under any of their names."""
+        identity = self.identity
+        frozen = {identity[name] for name in self.info.get("frozen", []) if name in identity}
+        return sorted(name for name in names if not under(name, skipped)
+                      and identity.get(name, -1) in frozen)
+
+    def expect_trainable(self, names, skipped=()) -> None:
+        """Fail unless every one of `names` (the contract's parameters) that the module has,
+        outside the `skipped` submodules, can learn: a frozen module (requires_grad_(False)) has
+        the contract's parameters and trains none of them."""
+        frozen = self.frozen(names, skipped)
+        if frozen:
+            raise Fail("the parameters {names} cannot learn (requires_grad is False): the "
+                       "assignment's parameters must be trainable, so do not freeze them",
+                       names=", ".join(frozen[:6]) + (", ..." if len(frozen) > 6 else ""))
 
     def count(self, names=None) -> int:
         """How many numbers the parameters hold, each tensor once however many names it has;
@@ -258,11 +298,13 @@ class Handle:
                           **params) -> None:
         """Fail with `template` unless the module's parameters are `expected` (see `compare`).
         The template is filled with `params` and the names found `missing`, `unexpected` and of
-        the `wrong` shape ("none" for each where there are none)."""
+        the `wrong` shape ("none" for each where there are none). Then they must be able to
+        learn (see `expect_trainable`)."""
         missing, unexpected, wrong = self.compare(expected, skipped)
         if missing or unexpected or wrong:
             raise Fail(template, missing=missing or "none", unexpected=unexpected or "none",
                        wrong=wrong or "none", **params)
+        self.expect_trainable(expected, skipped)
 
     def load(self, state: dict) -> tuple[list[str], list[str]]:
         """Load reference weights by name: (missing parameter names, unexpected names). A name

@@ -252,6 +252,9 @@ class Worker:
                 module, buffers=False)],
             "children": [[name, type(child).__name__, _identity(child)]
                          for name, child in _named_modules(module) if name],
+            # the names of the parameters that cannot learn (requires_grad False)
+            "frozen": [name for name, p in _named_tensors(module, buffers=False)
+                       if not _REQUIRES_GRAD(p)],
         }
 
     def _tripwire(self, forbidden: list):
@@ -407,6 +410,7 @@ def _identity(thing) -> int:
 # optimizer use) with torch's own functions, captured before any student code runs: a student's
 # class that overrides named_parameters or named_modules does not change what the grader sees.
 _GET = object.__getattribute__
+_REQUIRES_GRAD = torch._C.TensorBase.__dict__["requires_grad"].__get__
 
 
 def _named_modules(module, prefix="", seen=None):
