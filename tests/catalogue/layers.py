@@ -201,6 +201,8 @@ BUGS += [
         "                                                      freeze=True)",
         {"regressor.structure": ("positions.weight", "register_buffer")}, exact=True,
         more=[("self.positions[:T]", "self.positions(torch.arange(T))")]),
+]
+
 # issue 23: layers and attention
 NOISY = ("\n    def noisy(self, h):\n"
          "        return h + 0.05 * torch.randn_like(h) if self.training else h\n")
