@@ -1534,7 +1534,8 @@ ALTERNATIVES += [TUTORIAL_HEADS]
 # norm1.weight as the contract names them), TransformerEncoderBlock as EncoderLayer, the blocks in
 # an nn.Sequential filled with add_module, d2l's PositionalEncoding (its table P a plain attribute,
 # not a buffer, X / 10000^(2i/d), the dropout inside), and valid_lens (the count of real tokens)
-# turned into the course's mask the way d2l's sequence_mask builds it, with arange < valid_len.
+# turned into the course's mask the way d2l's sequence_mask builds it, with arange < valid_len
+# (which assumes the pads come last, as in the course's data and in every check).
 D2L_STACK = Alternative("d2l_addnorm_valid_lens_sequential", "02-layers", {
     "ffn-code": '''
 class FeedForward(nn.Module):

@@ -1,7 +1,8 @@
 """Reproductions from an independent review of the 02-layers and 03-sorting graders (h11-review).
 
 name -> {assignment, answers (grade_id -> code; other answer cells get the course's solution),
-what it tries}. Build each with tests/conftest.py's make_submission and grade it.
+what it tries}; `attempts()` fills in the cells that start from the course's solution. Build each
+with tests/conftest.py's make_submission and grade it; RESULTS says what each got.
 """
 
 SOLUTION_CLASSIFIER_INIT = '''
@@ -406,3 +407,82 @@ def _fill_tied():
     assert old in model
     ATTEMPTS["model_tied_weight_data"]["answers"]["model-code"] = model.replace(
         old, "return y @ self.embedding.weight.data.T")
+
+ATTEMPTS["decoder_self_running_mean"] = {
+    "assignment": "02-layers",
+    "what": "decoder.masks without self-attention: a running mean over the earlier positions "
+            "(causal by construction), self_mask never used",
+    "answers": {"decoder-code": DECODER_HEAD.replace(
+        "        y = self.norm1(y + self.dropout(self.self_attn(y, y, self_mask)))\n",
+        "        steps = torch.arange(1, y.shape[1] + 1, dtype=y.dtype)[None, :, None]\n"
+        "        y = self.norm1(y + torch.tanh(y.cumsum(1) / steps))\n") + """\
+        y = self.norm2(y + self.dropout(self.cross_attn(y, memory, memory_mask)))
+        return self.norm3(y + self.dropout(self.ffn(y)))
+"""}}
+
+ATTEMPTS["encoder_zeroes_masked_inputs"] = {
+    "assignment": "02-layers",
+    "what": "realistic bug: the masked positions' inputs zeroed, attention run without the mask "
+            "(the pads still take attention weight)",
+    "answers": {"encoder-code": """
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.ffn = FeedForward(d_model, d_ff)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x, mask=None):
+        if mask is not None:
+            x = x.masked_fill(mask.reshape(x.shape[0], -1)[:, :, None], 0.0)
+        x = self.norm1(x + self.dropout(self.self_attn(x, x)))
+        return self.norm2(x + self.dropout(self.ffn(x)))
+"""}}
+
+# What each attempt got when the review graded it (graders at 78813c6; without trained.accuracy
+# and regressor.trained unless said): the checks it won that it should not have, or "defended".
+RESULTS = {
+    "encoder_fixed_dropout": "WON encoder.dropout (29/29 with regressor.trained skipped)",
+    "decoder_fixed_dropout": "WON decoder.dropout",
+    "decoder_masked_memory_mean": "defended: decoder.memory lost (a uniform shift of the memory "
+                                  "adds the same to every feature, which the LayerNorm removes)",
+    "decoder_memory_mean_tanh": "WON decoder.memory; lost decoder.values and decoder.masks",
+    "decoder_self_running_mean": "WON decoder.masks; lost decoder.values only",
+    "classifier_cache_padding": "WON classifier.padding; lost classifier.values (named cause)",
+    "regressor_cache_padding": "WON regressor.padding; lost regressor.values (named cause)",
+    "classifier_annotated_3d_mask": "realistic bug, 29/29 with regressor.trained: the stand-in "
+                                    "layers accept a [B, 1, T] mask the real attention misreads",
+    "heads_additive_float_mask": "realistic bug, 29/29 with regressor.trained: the stand-in "
+                                 "layers accept a float mask the real attention refuses",
+    "heads_flat_mask": "defended: lost the heads' checks (the stand-in raises as the real one)",
+    "classifier_no_layers": "WON classifier.logprobs and classifier.padding with no layers "
+                            "(by design in docs/verdicts.md); lost classifier.values",
+    "positions_linear_ramp": "WON positions.shape (a check of form); lost positions.values",
+    "positions_reads_outside": "defended: the sandbox shows /sandbox/{lib,python,work} only",
+    "sandbox_listing": "defended: pid namespace (pids 1, 2), uid 65534, /sandbox/lib holds the "
+                       "harness (channel, standins, worker, zygote) and the i18n module only",
+    "ffn_exits_process": "defended: ffn.values lost ('your code ended the grading process'), "
+                         "every other check graded, the batch went on",
+    "greedy_constant_count": "WON greedy.last_position with a constant answer",
+    "greedy_decodes_garbage": "WON greedy.encoder_once without decoding",
+    "shift_float_tokens": "WON teacher.shift with float ids; with training, trained.accuracy "
+                          "lost with a message that blames cell model-code (the embedding)",
+    "model_causal_padding_without_layers": "WON model.causal and model.padding with no layer; "
+                                           "lost model.values only",
+    "model_tied_weight_data": "defended: model.tied lost, message names .data",
+    "encoder_zeroes_masked_inputs": "realistic bug: lost encoder.mask only, but the message says "
+                                    "only 'not the expected values' (no cause)",
+    "d2l_records_attention_weights": "a correct d2l idiom lost classifier.logprobs, .padding, "
+                                     ".values: 'EncoderLayerProbe' object has no attribute "
+                                     "'self_attn' (the stand-in's name in the message)",
+}
+
+
+def attempts() -> dict:
+    """ATTEMPTS with the cells that start from the course's solution filled in (tests/ must be on
+    sys.path, for conftest)."""
+    _fill_solution_cells()
+    _fill_tied()
+    return ATTEMPTS
