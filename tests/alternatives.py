@@ -1526,3 +1526,382 @@ def mean_pooling(token_embeddings, attention_mask):
 
 PORTS += [TUTORIAL_HEADS]
 ALTERNATIVES += [TUTORIAL_HEADS]
+
+
+# -- the 02-layers encoder stacks, ported (h11-review) ---------------------------------------------
+# d2l.ai's Transformer chapter (11.7): PositionWiseFFN (dense1, relu, dense2, renamed linear1 and
+# linear2), AddNorm (ln(dropout(Y) + X); here a subclass of nn.LayerNorm, so that its weights are
+# norm1.weight as the contract names them), TransformerEncoderBlock as EncoderLayer, the blocks in
+# an nn.Sequential filled with add_module, d2l's PositionalEncoding (its table P a plain attribute,
+# not a buffer, X / 10000^(2i/d), the dropout inside), and valid_lens (the count of real tokens)
+# turned into the course's mask the way d2l's sequence_mask builds it, with arange < valid_len
+# (which assumes the pads come last, as in the course's data and in every check).
+D2L_STACK = Alternative("d2l_addnorm_valid_lens_sequential", "02-layers", {
+    "ffn-code": '''
+class FeedForward(nn.Module):
+    """The positionwise feed-forward network."""
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.relu = nn.ReLU()
+        self.linear2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, X):
+        return self.linear2(self.relu(self.linear1(X)))
+''',
+    "encoder-code": '''
+class EncoderLayer(nn.Module):
+    """The Transformer encoder block."""
+    def __init__(self, d_model, num_heads, d_ff, dropout):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.norm1 = AddNorm(d_model, dropout)
+        self.ffn = FeedForward(d_model, d_ff)
+        self.norm2 = AddNorm(d_model, dropout)
+
+    def forward(self, X, mask=None):
+        Y = self.norm1(X, self.self_attn(X, X, mask))
+        return self.norm2(Y, self.ffn(Y))
+''',
+    "classifier-code": '''
+class EncoderClassifier(nn.Module):
+    def __init__(self, vocab_size, num_classes, d_model, num_heads, num_layers, d_ff,
+                 dropout=0.1, pad_id=0, max_len=64):
+        super().__init__()
+        self.num_hiddens, self.pad_id = d_model, pad_id
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.pos_encoding = PositionalEncoding(d_model, dropout, max_len)
+        self.layers = nn.Sequential()
+        for i in range(num_layers):
+            self.layers.add_module(str(i), EncoderLayer(d_model, num_heads, d_ff, dropout))
+        self.head = nn.Linear(d_model, num_classes)
+
+    def forward(self, X):
+        valid_lens = (X != self.pad_id).sum(dim=1)
+        mask = ~sequence_mask(valid_lens, X.shape[1])[:, None, None, :]
+        X = self.pos_encoding(self.embedding(X) * math.sqrt(self.num_hiddens))
+        for i, blk in enumerate(self.layers):
+            X = blk(X, mask)
+        return F.log_softmax(self.head(masked_mean(X, valid_lens)), dim=-1)
+''',
+    "regressor-code": '''
+class EncoderRegressor(nn.Module):
+    def __init__(self, vocab_size, d_model, num_heads, num_layers, d_ff, dropout=0.1, pad_id=0,
+                 max_len=64):
+        super().__init__()
+        self.num_hiddens, self.pad_id = d_model, pad_id
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.pos_encoding = PositionalEncoding(d_model, dropout, max_len)
+        self.layers = nn.Sequential()
+        for i in range(num_layers):
+            self.layers.add_module(str(i), EncoderLayer(d_model, num_heads, d_ff, dropout))
+        self.head = nn.Linear(d_model, 1)
+
+    def forward(self, X):
+        valid_lens = (X != self.pad_id).sum(dim=1)
+        mask = ~sequence_mask(valid_lens, X.shape[1])[:, None, None, :]
+        X = self.pos_encoding(self.embedding(X) * math.sqrt(self.num_hiddens))
+        for i, blk in enumerate(self.layers):
+            X = blk(X, mask)
+        return self.head(masked_mean(X, valid_lens)).reshape(-1)
+'''}, added={"encoder-code": '''
+class AddNorm(nn.LayerNorm):
+    """The residual connection followed by layer normalization."""
+    def __init__(self, norm_shape, dropout):
+        super().__init__(norm_shape)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, X, Y):
+        return super().forward(self.dropout(Y) + X)
+''', "classifier-code": '''
+class PositionalEncoding(nn.Module):
+    """Positional encoding."""
+    def __init__(self, num_hiddens, dropout, max_len=1000):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        # Create a long enough P
+        self.P = torch.zeros((1, max_len, num_hiddens))
+        X = torch.arange(max_len, dtype=torch.float32).reshape(
+            -1, 1) / torch.pow(10000, torch.arange(
+            0, num_hiddens, 2, dtype=torch.float32) / num_hiddens)
+        self.P[:, :, 0::2] = torch.sin(X)
+        self.P[:, :, 1::2] = torch.cos(X)
+
+    def forward(self, X):
+        X = X + self.P[:, :X.shape[1], :].to(X.device)
+        return self.dropout(X)
+
+
+def sequence_mask(valid_len, maxlen):
+    """True at the first valid_len positions of each row."""
+    return torch.arange(maxlen, dtype=torch.float32)[None, :] < valid_len[:, None]
+
+
+def masked_mean(X, valid_lens):
+    """The mean of X [B, T, d] over the first valid_lens positions of each row."""
+    weights = sequence_mask(valid_lens, X.shape[1]).to(X.dtype)
+    return (X * weights.unsqueeze(-1)).sum(dim=1) / valid_lens.unsqueeze(-1).to(X.dtype)
+'''})
+
+# Hugging Face's BERT layout: FeedForward as BertIntermediate's dense and activation (ACT2FN) and
+# BertOutput's dense; EncoderLayer as BertLayer with BertSelfOutput and BertOutput as methods (the
+# residual add and the LayerNorm, BERT's eps 1e-12; their dense is the attention's w_o and the
+# feed-forward's second linear); the heads as BertForSequenceClassification: an embedding with
+# padding_idx, position_ids in a buffer looking up a fixed table, get_extended_attention_mask's
+# additive mask (0 or the dtype's minimum) turned into the course's bool mask, a mean pooler in
+# BertPooler's place (no CLS token here), and the classifier's dropout before its head.
+BERT_STACK = Alternative("hf_bert_extended_mask_mean_pooler", "02-layers", {
+    "ffn-code": '''
+class FeedForward(nn.Module):
+    def __init__(self, d_model, d_ff, hidden_act="relu"):
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, d_ff)          # BertIntermediate.dense
+        self.intermediate_act_fn = ACT2FN[hidden_act]
+        self.linear2 = nn.Linear(d_ff, d_model)          # BertOutput.dense
+
+    def forward(self, hidden_states):
+        hidden_states = self.intermediate_act_fn(self.linear1(hidden_states))
+        return self.linear2(hidden_states)
+''',
+    "encoder-code": '''
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout, layer_norm_eps=1e-12):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)    # BertSelfOutput.LayerNorm
+        self.ffn = FeedForward(d_model, d_ff)
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)    # BertOutput.LayerNorm
+        self.hidden_dropout = nn.Dropout(dropout)
+
+    def self_output(self, hidden_states, input_tensor):
+        hidden_states = self.hidden_dropout(hidden_states)
+        return self.norm1(hidden_states + input_tensor)
+
+    def output(self, hidden_states, input_tensor):
+        hidden_states = self.hidden_dropout(hidden_states)
+        return self.norm2(hidden_states + input_tensor)
+
+    def forward(self, hidden_states, attention_mask=None):
+        self_outputs = self.self_attn(hidden_states, hidden_states, attention_mask)
+        attention_output = self.self_output(self_outputs, hidden_states)
+        intermediate_output = self.ffn(attention_output)
+        layer_output = self.output(intermediate_output, attention_output)
+        return layer_output
+''',
+    "classifier-code": '''
+class EncoderClassifier(nn.Module):
+    def __init__(self, vocab_size, num_classes, d_model, num_heads, num_layers, d_ff,
+                 dropout=0.1, pad_id=0, max_len=64):
+        super().__init__()
+        self.num_labels, self.pad_token_id, self.hidden_size = num_classes, pad_id, d_model
+        self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
+        self.register_buffer("position_ids", torch.arange(max_len).expand((1, -1)),
+                             persistent=False)
+        self.register_buffer("position_table", positional_encoding(max_len, d_model),
+                             persistent=False)
+        self.embeddings_dropout = nn.Dropout(dropout)
+        self.layers = nn.ModuleList([EncoderLayer(d_model, num_heads, d_ff, dropout)
+                                     for _ in range(num_layers)])
+        self.pooler = MeanPooler()
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(d_model, num_classes)
+
+    def forward(self, input_ids):
+        attention_mask = (input_ids != self.pad_token_id).long()
+        extended_attention_mask = get_extended_attention_mask(attention_mask)
+        seq_length = input_ids.shape[1]
+        position_ids = self.position_ids[:, :seq_length]
+        inputs_embeds = self.embedding(input_ids) * math.sqrt(self.hidden_size)
+        hidden_states = inputs_embeds + self.position_table[position_ids]
+        hidden_states = self.embeddings_dropout(hidden_states)
+        for layer_module in self.layers:
+            hidden_states = layer_module(hidden_states, extended_attention_mask < 0)
+        pooled_output = self.dropout(self.pooler(hidden_states, attention_mask))
+        logits = self.head(pooled_output)
+        return F.log_softmax(logits, dim=-1)
+''',
+    "regressor-code": '''
+class EncoderRegressor(nn.Module):
+    def __init__(self, vocab_size, d_model, num_heads, num_layers, d_ff, dropout=0.1, pad_id=0,
+                 max_len=64):
+        super().__init__()
+        self.pad_token_id, self.hidden_size = pad_id, d_model
+        self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
+        self.register_buffer("position_ids", torch.arange(max_len).expand((1, -1)),
+                             persistent=False)
+        self.register_buffer("position_table", positional_encoding(max_len, d_model),
+                             persistent=False)
+        self.embeddings_dropout = nn.Dropout(dropout)
+        self.layers = nn.ModuleList([EncoderLayer(d_model, num_heads, d_ff, dropout)
+                                     for _ in range(num_layers)])
+        self.pooler = MeanPooler()
+        self.head = nn.Linear(d_model, 1)
+
+    def forward(self, input_ids):
+        attention_mask = (input_ids != self.pad_token_id).long()
+        extended_attention_mask = get_extended_attention_mask(attention_mask)
+        position_ids = self.position_ids[:, :input_ids.shape[1]]
+        hidden_states = self.embedding(input_ids) * math.sqrt(self.hidden_size)
+        hidden_states = self.embeddings_dropout(hidden_states + self.position_table[position_ids])
+        for layer_module in self.layers:
+            hidden_states = layer_module(hidden_states, extended_attention_mask < 0)
+        logits = self.head(self.pooler(hidden_states, attention_mask))
+        return logits.view(-1)
+'''}, added={"ffn-code": '''
+ACT2FN = {"relu": F.relu, "gelu": F.gelu}
+''', "classifier-code": '''
+def get_extended_attention_mask(attention_mask, dtype=torch.float32):
+    """attention_mask [B, T] (1 on real tokens) -> [B, 1, 1, T]: 0 to keep, a large negative
+    number to block, as BERT adds it to the attention scores."""
+    extended_attention_mask = attention_mask[:, None, None, :].to(dtype=dtype)
+    return (1.0 - extended_attention_mask) * torch.finfo(dtype).min
+
+
+class MeanPooler(nn.Module):
+    """In BertPooler's place: the mean of the last hidden states over the real tokens."""
+    def forward(self, hidden_states, attention_mask):
+        mask = attention_mask.unsqueeze(-1).to(hidden_states.dtype)
+        return (hidden_states * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+'''})
+
+# The UvA deep learning course's tutorial 6 (Transformers and multi-head attention): EncoderBlock
+# as EncoderLayer (x = x + dropout(attn_out); x = norm1(x); ...), its linear_net's layers in
+# FeedForward (Linear, Dropout, ReLU(inplace=True), Linear; the dropout inside the feed-forward
+# block is the tutorial's), TransformerEncoder's ModuleList of blocks, PositionalEncoding with its
+# pe buffer (persistent=False, exp and log), and its mask convention (1 to keep; the course's
+# layers get mask == 0); pooled with the mean over the kept positions.
+UVA_STACK = Alternative("uva_tutorial6_keep_mask_pe_buffer", "02-layers", {
+    "ffn-code": '''
+class FeedForward(nn.Module):
+    def __init__(self, d_model, d_ff, dropout=0.0):
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.dropout = nn.Dropout(dropout)
+        self.relu = nn.ReLU(inplace=True)
+        self.linear2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, x):
+        return self.linear2(self.relu(self.dropout(self.linear1(x))))
+''',
+    "encoder-code": '''
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
+        """
+        Inputs:
+            d_model - Dimensionality of the input
+            num_heads - Number of heads to use in the attention block
+            d_ff - Dimensionality of the hidden layer in the MLP
+            dropout - Dropout probability to use in the dropout layers
+        """
+        super().__init__()
+        # Attention layer
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        # Two-layer MLP
+        self.ffn = FeedForward(d_model, d_ff)
+        # Layers to apply in between the main layers
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x, mask=None):
+        # Attention part
+        attn_out = self.self_attn(x, x, mask=mask)
+        x = x + self.dropout(attn_out)
+        x = self.norm1(x)
+        # MLP part
+        linear_out = self.ffn(x)
+        x = x + self.dropout(linear_out)
+        x = self.norm2(x)
+        return x
+''',
+    "classifier-code": '''
+class EncoderClassifier(nn.Module):
+    def __init__(self, vocab_size, num_classes, d_model, num_heads, num_layers, d_ff,
+                 dropout=0.1, pad_id=0, max_len=64):
+        super().__init__()
+        self.model_dim, self.pad_id = d_model, pad_id
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.input_dropout = nn.Dropout(dropout)
+        self.positional_encoding = PositionalEncoding(d_model=d_model, max_len=max_len)
+        self.layers = nn.ModuleList([EncoderLayer(d_model, num_heads, d_ff, dropout)
+                                     for _ in range(num_layers)])
+        self.head = nn.Linear(d_model, num_classes)
+
+    def forward(self, x, add_positional_encoding=True):
+        mask = (x != self.pad_id).unsqueeze(1).unsqueeze(2)        # 1 to keep
+        keep = mask[:, 0, 0, :, None].float()
+        x = self.embedding(x) * math.sqrt(self.model_dim)
+        if add_positional_encoding:
+            x = self.positional_encoding(x)
+        x = self.input_dropout(x)
+        for l in self.layers:
+            x = l(x, mask=mask == 0)
+        x = (x * keep).sum(dim=1) / keep.sum(dim=1)
+        return F.log_softmax(self.head(x), dim=-1)
+
+    @torch.no_grad()
+    def get_attention_maps(self, x):
+        mask = (x != self.pad_id).unsqueeze(1).unsqueeze(2)
+        x = self.positional_encoding(self.embedding(x) * math.sqrt(self.model_dim))
+        attention_maps = []
+        for l in self.layers:
+            l(x, mask=mask == 0)
+            attention_maps.append(l.self_attn.attention_weights)
+            x = l(x, mask=mask == 0)
+        return attention_maps
+''',
+    "regressor-code": '''
+class EncoderRegressor(nn.Module):
+    def __init__(self, vocab_size, d_model, num_heads, num_layers, d_ff, dropout=0.1, pad_id=0,
+                 max_len=64):
+        super().__init__()
+        self.model_dim, self.pad_id = d_model, pad_id
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.input_dropout = nn.Dropout(dropout)
+        self.positional_encoding = PositionalEncoding(d_model=d_model, max_len=max_len)
+        self.layers = nn.ModuleList([EncoderLayer(d_model, num_heads, d_ff, dropout)
+                                     for _ in range(num_layers)])
+        self.head = nn.Linear(d_model, 1)
+
+    def forward(self, x, add_positional_encoding=True):
+        mask = (x != self.pad_id).unsqueeze(1).unsqueeze(2)        # 1 to keep
+        keep = mask[:, 0, 0, :, None].float()
+        x = self.embedding(x) * math.sqrt(self.model_dim)
+        if add_positional_encoding:
+            x = self.positional_encoding(x)
+        x = self.input_dropout(x)
+        for l in self.layers:
+            x = l(x, mask=mask == 0)
+        x = (x * keep).sum(dim=1) / keep.sum(dim=1)
+        return self.head(x)[:, 0]
+'''}, added={"classifier-code": '''
+class PositionalEncoding(nn.Module):
+    def __init__(self, d_model, max_len=5000):
+        """
+        Inputs
+            d_model - Hidden dimensionality of the input.
+            max_len - Maximum length of a sequence to expect.
+        """
+        super().__init__()
+        # Create matrix of [SeqLen, HiddenDim] representing the positional encoding for max_len
+        # inputs
+        pe = torch.zeros(max_len, d_model)
+        position = torch.arange(0, max_len, dtype=torch.float).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
+        pe[:, 0::2] = torch.sin(position * div_term)
+        pe[:, 1::2] = torch.cos(position * div_term)
+        pe = pe.unsqueeze(0)
+        # register_buffer => Tensor which is not a parameter, but should be part of the modules
+        # state. Used for tensors that need to be on the same device as the module.
+        # persistent=False tells PyTorch to not add the buffer to the state dict (e.g. when we
+        # save the model)
+        self.register_buffer("pe", pe, persistent=False)
+
+    def forward(self, x):
+        x = x + self.pe[:, : x.size(1)]
+        return x
+'''})
+
+H11_PORTS = [D2L_STACK, BERT_STACK, UVA_STACK]
+PORTS += H11_PORTS
+ALTERNATIVES += H11_PORTS
