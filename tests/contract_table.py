@@ -25,10 +25,7 @@ BOUNDARY = re.compile(r"(?<=\.)\s+|(?<=[;\]])[ \t]*\n\s*|\n\s*\n\s*")
 # The sentences no check holds today: (stub, sentence) -> why. Their rows name the check that
 # will hold them and the twin that shows the hole (one of lazy.KNOWN_HOLES);
 # tests/test_contract_table.py asks that every other row names a bug or twin that loses its check.
-UNCHECKED = {
-    ("MultiHeadAttention", "Keeps the last attention weights [B, num_heads, Tq, Tk] in "
-                           "self.attention_weights."): "issue 23 item 7",
-}
+UNCHECKED: dict[tuple[str, str], str] = {}
 TO_COME = " (to come)"
 
 HEAD = """# The contract, sentence by sentence

@@ -55,7 +55,8 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    """Post-norm decoder layer: masked self-attention, cross-attention to memory, feed-forward.
+    """Post-norm decoder layer: masked self-attention, cross-attention to memory, feed-forward,
+    each as norm(y + dropout(sub(y))).
 
     Parameters: self_attn, cross_attn (MultiHeadAttention), ffn (FeedForward), norm1-3 (LayerNorm).
     forward(y [B, Ty, d_model], memory [B, Tx, d_model], self_mask=None, memory_mask=None)
