@@ -10,6 +10,7 @@ import datetime
 import json
 import logging
 import math
+import csv
 import os
 import shutil
 import signal
@@ -551,6 +552,25 @@ def test_the_instructor_sees_the_queue_the_rate_and_the_failures(course, tmp_pat
     text = page.instructor(course, overview, "en")
     assert "zed" in text and "the grader failed" in text and "<td>bob</td>" in text
     assert "graded in the last 10 minutes:\n1" in text
+
+
+def test_the_instructor_has_the_class_report_of_what_was_graded(course, tmp_path):
+    """The class report (tfcourse report) of the service's state, linked from the instructor's
+    view: each student's last graded submission, submissions per hour, tries per check."""
+    feedback = service(course, tmp_path)
+    for n, name in enumerate(["ana", "bob"]):
+        submit(tmp_path / "exchange", name, stamp=str(n))
+    feedback.scan()
+    grade_next(feedback)
+    grade_next(feedback)
+    assert 'href="report/"' in page.instructor(course, feedback.overview(), "en")
+    folder = feedback.class_report() / "01-attention"
+    rows = {row["check"]: row for row in csv.DictReader((folder / "checks.csv").open())}
+    assert set(rows) == set(course.assignment("01-attention").test_ids())
+    assert all(row["passed"] == row["graded"] == "2" for row in rows.values())
+    tries = list(csv.DictReader((folder / "tries.csv").open()))
+    assert tries and all(row["first_try"] == "2" for row in tries)
+    assert (folder / "per-hour.png").stat().st_size > 0
 
 
 @pytest.fixture

@@ -239,6 +239,7 @@ a grading takes (median of the last ones): {esc(times)}</p>
 <th>results in about</th></tr>{rows}</table>
 <h2>Failures and submissions not recorded</h2>
 <ul>{failures or "<li>none</li>"}</ul>
-<p>A student's page: ?student=NAME · the same as JSON: api/queue</p>
+<p>A student's page: ?student=NAME · the same as JSON: api/queue · the class so far (scores,
+checks, messages, submissions per hour): <a href="report/">the class report</a></p>
 </body></html>
 """

@@ -71,6 +71,25 @@ class Service:
         self.unwritten: dict[str, tuple] = {}   # results graded, not written yet: (report, s)
         self.timing = Timing()                  # what gradings took: the waits shown
         self._played: tuple[float, dict] = (-math.inf, {})     # the last waits played, when
+        self._report = (threading.Lock(), [-math.inf])          # the class report, when made
+
+    # -- the class report (tfcourse report, live) -------------------------------------------------
+    REPORT_SECONDS = 60         # the instructor's class report is made again at most this often
+
+    def class_report(self) -> Path:
+        """The class report of everything graded so far (tfcourse/insights/classreport.py), in
+        the state folder's report/, made again when older than REPORT_SECONDS."""
+        from tfcourse.insights.classreport import latest, read_service, write_report
+
+        out = self.ledger.state / "report"
+        lock, made = self._report
+        with lock:
+            if time.monotonic() - made[0] > self.REPORT_SECONDS or \
+                    not (out / "index.html").is_file():
+                attempts, problems = read_service(self.ledger.state)
+                write_report(self.course, latest(attempts), out, self.lang, problems, attempts)
+                made[0] = time.monotonic()
+        return out
 
     # -- starting and stopping ----------------------------------------------------------------
     def start(self) -> None:
@@ -429,8 +448,27 @@ def make_app(service: Service, prefix: str, instructors: set[str]):
             self.set_header("Cache-Control", "no-store")
             self.write(service.overview())
 
+    class Report(Base):
+        """The class report, for instructors: its pages, figures and CSV files."""
+        TYPES = {".html": "text/html; charset=utf-8", ".png": "image/png",
+                 ".csv": "text/csv; charset=utf-8"}
+
+        @web.authenticated
+        def get(self, path):
+            if self.get_current_user()["name"] not in instructors:
+                raise web.HTTPError(403)
+            folder = service.class_report().resolve()
+            target = (folder / (path or "index.html")).resolve()
+            if folder not in target.parents or not target.is_file() or \
+                    target.suffix not in self.TYPES:
+                raise web.HTTPError(404)
+            self.set_header("Content-Type", self.TYPES[target.suffix])
+            self.set_header("Cache-Control", "no-store")
+            self.write(target.read_bytes())
+
     return web.Application([
         (prefix, Page),
+        (prefix + r"report/(.*)", Report),
         (prefix + "api/feedback", Api),
         (prefix + "api/queue", Queue),
         (prefix + "oauth_callback", HubOAuthCallbackHandler),
