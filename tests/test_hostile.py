@@ -572,6 +572,30 @@ def test_the_notebook_deadline_stops_grading(tmp_path):
     assert results["extra_data"]["notebooks"][0]["seconds"] < 6 + 10
 
 
+MHA_LOOPS = replace_in(SOLUTION["mha-code"], "    def forward(self, x_q, x_kv, mask=None):\n",
+                       "    def forward(self, x_q, x_kv, mask=None):\n        while True:\n"
+                       "            pass\n")
+
+
+def test_a_stub_that_hangs_costs_one_timeout_not_one_per_check(tmp_path):
+    """MultiHeadAttention.forward loops forever: its first check that calls it waits out the
+    check's time, its other checks fail at once and say why, the other stubs are graded."""
+    if not bwrap_works():
+        pytest.skip("bubblewrap cannot run here")
+    limits = {"check_seconds": 3, "cell_seconds": 3, "submission_seconds": 120}
+    batch = Batch(course_copy(tmp_path / "course", limits=limits), tmp_path / "submitted",
+                  tmp_path / "graded")
+    make_submission(batch.submitted / "hangs", A, answers={"mha-code": MHA_LOOPS})
+    assert batch.grade() == {"hangs": "graded"}
+    results, messages = batch.results("hangs"), batch.messages("hangs")
+    assert lost(results) == {"mha.self", "mha.cross", "mha.mask"}
+    assert messages["mha.self"] == "took longer than 3 s (an endless loop, or very slow code?)"
+    for check in ("mha.cross", "mha.mask"):
+        assert messages[check] == ("not run: MultiHeadAttention already took longer than 3 s "
+                                   "in mha.self")
+    assert results["score"] == 14 - 5
+
+
 def test_an_interpreter_under_tmp_is_shown_in_the_sandbox(monkeypatch, tmp_path):
     """A course folder in /tmp with its Python (a CI checkout, say): the machine's /tmp is not
     shown to the sandbox, but the interpreter under it must be, or the student's process cannot

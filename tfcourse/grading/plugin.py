@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from ..course import Course, CourseError, find_course_root, load_course
-from ..sandbox.session import OutOfTime
+from ..sandbox.session import OutOfTime, TimedOut
 from ..source import assignment_source
 from .framework import verdict
 from .report import SubmissionReport, TestResult, shown
@@ -253,6 +253,10 @@ class Grading:
             run.out_of_time()
             template, params, internal = run.refusal[0], run.refusal[1], False
         else:
+            if isinstance(error, TimedOut):      # its stubs' other checks are not run
+                check.run.notebook(check.group).timed_out(check.group,
+                                                          check.test_id.split(".", 1)[1],
+                                                          error.seconds)
             template, params, internal = verdict(error)
         check.run.record(check.test_id, Outcome(0.0, template, params, internal,
                                                 report.duration))
