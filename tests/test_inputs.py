@@ -403,6 +403,46 @@ def test_a_nested_expression_still_gets_a_result_with_every_check(course, tmp_pa
     assert folder.is_dir()
 
 
+@pytest.mark.slow
+def test_notebooks_built_to_be_expensive_to_read_and_a_grader_without_a_cgroup(
+        course, tmp_path, monkeypatch):
+    """A notebook of 2 million empty objects gets a result that says why it was not read (the
+    grader did not parse it). Where no cgroup can hold a grader, the grader holds itself to
+    limits.grader_memory_mb (here 1 MB more than it has at its start: it cannot even grade)."""
+    import dataclasses
+
+    evil = tmp_path / "class" / "evil"
+    evil.mkdir(parents=True)
+    (evil / NOTEBOOK).write_bytes(b'{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, '
+                                  b'"cells": [' + b"{}," * 2_000_000 + b"{}]}")
+    student(tmp_path / "class" / "alice")
+    outcomes = grade_many(course, [tmp_path / "class" / "evil"], tmp_path / "graded", jobs=1,
+                          lang="en", progress=False)
+    assert [(o.name, o.status, o.score, o.max_score) for o in outcomes] == [
+        ("evil", "graded", 0, 14)]
+    results = json.loads((tmp_path / "graded" / "evil" / "results.json").read_text())
+    assert "attention.ipynb holds more than 200000 JSON values" in results["output"]
+    assert "Traceback" not in results["output"]
+    assert {test["output"] for test in results["tests"]} == {
+        "not graded: the notebook could not be read"}
+
+    class NoCgroups:
+        @staticmethod
+        def create(limits):
+            return None
+
+    monkeypatch.setattr(runner, "Cgroup", NoCgroups)
+    small = dataclasses.replace(course, limits=dataclasses.replace(course.limits,
+                                                                  grader_memory_mb=1))
+    outcomes = grade_many(small, [tmp_path / "class" / "alice"], tmp_path / "graded", jobs=1,
+                          lang="en", progress=False, skip=SKIP)
+    assert [(o.name, o.status, o.score) for o in outcomes] == [("alice", "failed", 0)]
+    results = json.loads((tmp_path / "graded" / "alice" / "results.json").read_text())
+    assert results["extra_data"]["grader_error"] == (
+        "the grader process used more than 1 MB of memory (limits.grader_memory_mb) and was "
+        "stopped")
+
+
 # -- 1 and 2 together: a class with hostile neighbours --------------------------------------------
 @pytest.mark.slow
 def test_a_class_with_hostile_entries_grades_every_student(course, tmp_path, untouched):

@@ -28,7 +28,8 @@ from pathlib import Path
 from tfcourse.course import Course, CourseError
 from tfcourse.source import groups_by_notebook
 
-from .__main__ import PARENT_VARIABLE     # the runner's pid, for its graders: each dies with it
+from .__main__ import MEMORY_VARIABLE, PARENT_VARIABLE   # PARENT: the runner's pid, for its
+                                                          # graders: each dies with it
 from .report import Note, NotebookReport, SubmissionReport, TestResult
 from .results import private_folder, write_results
 from ..sandbox import forked
@@ -489,10 +490,13 @@ GRADER_TASKS = 256             # processes and threads of one grader (its studen
 def grader_cgroup(course: Course, environment: dict) -> Cgroup | None:
     """A cgroup to hold a grader (and the keepers it starts, not its students' processes) to
     limits.grader_memory_mb, None where this machine lets us make none; `environment` then tells
-    the grader to make its students' cgroups beside this one, not inside."""
+    the grader to make its students' cgroups beside this one, not inside, or, without one, to
+    hold its own memory to that limit."""
     held = Cgroup.create(Limits(int(course.limit("grader_memory_mb")), 0, GRADER_TASKS))
     if held is not None:
         environment[CGROUP_PARENT] = parents_of(held)
+    else:                               # the grader limits its own (__main__.limit_own_memory)
+        environment[MEMORY_VARIABLE] = str(int(course.limit("grader_memory_mb")))
     return held
 
 
@@ -541,6 +545,7 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
         zygote, kept = forked.zygote_for(course, threads), {}
         environment.pop(forked.ZYGOTE_VARIABLE, None)
         environment.pop(CGROUP_PARENT, None)
+        environment.pop(MEMORY_VARIABLE, None)
         held = grader_cgroup(course, environment)
         if zygote is not None:
             kept = {forked.ZYGOTE_VARIABLE: zygote.control.fileno()}

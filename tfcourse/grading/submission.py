@@ -374,16 +374,50 @@ def read_notebook(path: NotebookFile | Path, size_limit_mb: float
     return parse_notebook(data, name, size_limit_mb)
 
 
+# A notebook built to be expensive to read (60 MB of empty objects cost the parser 1.45 GB and
+# minutes) is refused before it is parsed. The course's notebooks hold about 1,000 JSON values each;
+# past JSON_VALUES, a notebook is read without its outputs, and refused when even that leaves too
+# many. Dropping the outputs walks every string and array of the file in Python (5 us each):
+# past STRIP_TOKENS of them (about 10 s), the notebook is refused without that walk.
+JSON_VALUES = 200_000
+STRIP_TOKENS = 2_000_000
+
+
+def json_values(data: bytes | bytearray) -> int:
+    """At most how many values the JSON `data` holds: each follows a comma or opens an object or
+    an array (those inside strings count too). Counted at the speed of bytes.count."""
+    return data.count(b",") + data.count(b"{") + data.count(b"[") + 1
+
+
+def _strip_tokens(data: bytes | bytearray) -> int:
+    """How many steps `strip_outputs` may take on `data`: its strings and arrays."""
+    return data.count(b'"') // 2 + data.count(b"[")
+
+
+def _too_many_values(name: str) -> Note:
+    return Note("the notebook {name} holds more than {limit} JSON values (a notebook of this "
+                "course holds about a thousand), more than the grader reads; nothing in it could "
+                "be graded", {"name": name, "limit": JSON_VALUES}, "error")
+
+
 def parse_notebook(data: bytes | bytearray, name: str, size_limit_mb: float
                    ) -> tuple[dict | None, list[Note]]:
-    """The notebook in `data` (a file's bytes) as nbformat v4 JSON, or None, and notes."""
+    """The notebook in `data` (a file's bytes) as nbformat v4 JSON, or None, and notes. A file
+    larger than `size_limit_mb`, or holding more than JSON_VALUES values, is read without its
+    outputs; one that still holds too many, or would take too long to strip, is not read."""
     notes: list[Note] = []
     if not data.strip():
         return None, [Note("the notebook {name} is an empty file", {"name": name}, "error")]
-    if len(data) > size_limit_mb * 1024 * 1024:
-        notes.append(Note("the notebook {name} is {mb:.0f} MB, mostly cell outputs; it was read "
-                          "without them", {"name": name, "mb": len(data) / 1048576}))
+    large = len(data) > size_limit_mb * 1024 * 1024
+    if large or json_values(data) > JSON_VALUES:
+        if _strip_tokens(data) > STRIP_TOKENS:
+            return None, [_too_many_values(name)]
+        if large:
+            notes.append(Note("the notebook {name} is {mb:.0f} MB, mostly cell outputs; it was "
+                              "read without them", {"name": name, "mb": len(data) / 1048576}))
         data = strip_outputs(data)
+        if json_values(data) > JSON_VALUES:
+            return None, notes + [_too_many_values(name)]
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     try:
@@ -397,7 +431,10 @@ def parse_notebook(data: bytes | bytearray, name: str, size_limit_mb: float
     del data
     try:
         raw = json.loads(text, strict=False)
-    except (ValueError, RecursionError, MemoryError) as error:
+    except RecursionError:
+        return None, notes + [Note("the notebook {name} is nested more deeply than any notebook "
+                                   "is; nothing in it could be graded", {"name": name}, "error")]
+    except (ValueError, MemoryError) as error:
         where = (f"line {error.lineno}, column {error.colno}"
                  if isinstance(error, json.JSONDecodeError) else "somewhere")
         return None, notes + [Note(
