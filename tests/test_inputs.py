@@ -396,9 +396,11 @@ def test_a_nested_expression_still_gets_a_result_with_every_check(course, tmp_pa
                              answers={"masks-code": NESTED + "def causal_mask(T):\n    pass\n"})
     outcomes = grade_many(course, [tmp_path / "submitted"], tmp_path / "graded", jobs=1,
                           lang="en", progress=False, skip=SKIP)
-    assert [(o.name, o.assignment, o.max_score) for o in outcomes] == [("deep", A, 14)]
+    # SKIP leaves the 2 points of masks: the total counts only those
+    assert [(o.name, o.assignment, o.max_score) for o in outcomes] == [("deep", A, 2)]
     results = json.loads((tmp_path / "graded" / "deep" / "results.json").read_text())
-    assert results["max_score"] == 14 and len(results["tests"]) == 10
+    assert results["max_score"] == 2 and len(results["tests"]) == 10
+    assert results["extra_data"]["total"] == "0 / 2 (12 points not graded: skipped)"
     assert "Traceback" not in results["output"] and results["score"] == 0
     assert folder.is_dir()
 
@@ -459,9 +461,9 @@ def test_a_class_with_hostile_entries_grades_every_student(course, tmp_path, unt
     outcomes = grade_many(course, [class_folder], tmp_path / "graded", jobs=2, lang="en",
                           progress=False, assignment=A, skip=SKIP)
     scores = {o.name: (o.status, o.score, o.max_score) for o in outcomes}
-    assert scores == {"alice": ("graded", 2, 14), "attention": ("graded", 2, 14),
-                      "bob": ("graded", 0, 14), "carol": ("graded", 0, 14),
-                      "fifo": ("graded", 0, 14), "zero": ("graded", 0, 14)}
+    assert scores == {"alice": ("graded", 2, 2), "attention": ("graded", 2, 2),
+                      "bob": ("graded", 0, 2), "carol": ("graded", 0, 2),
+                      "fifo": ("graded", 0, 2), "zero": ("graded", 0, 2)}
     output = {o.name: json.loads((o.folder / "results.json").read_text())["output"]
               for o in outcomes}
     assert "attention.ipynb is a symbolic link; only regular files are graded" in output["bob"]

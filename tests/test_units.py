@@ -564,3 +564,37 @@ def test_two_submissions_of_the_same_name_get_results_folders_of_their_own(cours
     second = notebook_file(tmp_path / "release" / "01-attention" / "attention.ipynb").parent
     assert runner.expand(course, [first, second]) == [
         ("solutions/01-attention", first), ("release/01-attention", second)]
+
+
+def test_skipped_checks_are_not_graded_and_the_total_says_what_it_counts(course):
+    """`tfcourse grade --skip`: sdpa's 6 points are not graded, not 0 of 6; the total is that of
+    the checks graded, and says what it leaves out."""
+    from tfcourse.grading.report import NotebookReport, SubmissionReport, TestResult
+    from tfcourse.grading.results import feedback, feedback_html, feedback_markdown, results_json
+    from tfcourse.grading.runner import _not_graded
+
+    assignment = course.assignment("01-attention")
+    tests = [TestResult(test_id, 0.0, assignment.points_of(test_id), "not graded: skipped",
+                        graded=False) if test_id.startswith("sdpa.") else
+             TestResult(test_id, assignment.points_of(test_id), assignment.points_of(test_id))
+             for test_id in assignment.test_ids()]
+    report = SubmissionReport("01-attention", "alice",
+                              [NotebookReport("attention.ipynb", tests=tests)])
+    view = feedback(course, report, "en")
+    assert (view.score, view.max_score) == (8, 8)
+    assert view.total == "8 / 8 (6 points not graded: skipped)"
+    assert view.summary == "6 of 6 checks passed"
+    results = results_json(view)
+    assert (results["score"], results["max_score"]) == (8, 8)
+    assert results["extra_data"]["not_graded"] == ["sdpa.shapes", "sdpa.softmax", "sdpa.values",
+                                                   "sdpa.mask"]
+    assert _not_graded(results) == "6 points not graded: skipped"
+    markdown = feedback_markdown(view)
+    assert "**Score: 8 / 8 (6 points not graded: skipped)**" in markdown
+    assert "## scaled_dot_product_attention: – / 6" in markdown
+    assert "| – | shapes | – / 1 | not graded: skipped |" in markdown
+    assert "0 / 6" not in markdown and "0 / 1" not in markdown
+    page = feedback_html(view)
+    assert "8 / 8 (6 points not graded: skipped)" in page and "0 / 6" not in page
+    spanish = feedback(course, report, "es")
+    assert spanish.total == "8 / 8 (6 puntos sin calificar: omitida)"

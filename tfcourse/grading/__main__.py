@@ -96,7 +96,8 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
-def refused_root(course, submission: Path, within: Path | None, assignment_id: str | None):
+def refused_root(course, submission: Path, within: Path | None, assignment_id: str | None,
+                 skip=()):
     """The report for a submission that is itself a link, a pipe or a device: never followed nor
     opened; every check of its assignment (when known) at 0, and a note that says why."""
     from .runner import zero_report
@@ -111,7 +112,7 @@ def refused_root(course, submission: Path, within: Path | None, assignment_id: s
                 assignment_id = assignment.id
                 break
     report = zero_report(course, assignment_id, submission.name,
-                         "not graded: the notebook could not be read")
+                         "not graded: the notebook could not be read", skip=skip)
     report.notes.append(Note("{name} is {what}; only regular files and folders are graded",
                              {"name": parts[-1], "what": KIND_WORDS[kind]}, "error"))
     return report
@@ -123,7 +124,8 @@ def grade(options) -> dict:
     assignment_id = options.assignment
     try:
         course = load_course(options.course)
-        refused = refused_root(course, options.submission, options.within, assignment_id)
+        refused = refused_root(course, options.submission, options.within, assignment_id,
+                               options.skip)
         if refused is not None:
             return refused.to_dict()
         assignment_id, notebooks = find_notebooks(course, options.submission, assignment_id,
@@ -157,7 +159,7 @@ def failed(options, assignment_id: str | None, problem: str) -> dict:
 
         course = load_course(options.course)
         report = failure_report(course, options.submission, assignment_id, problem,
-                                options.within)
+                                options.within, options.skip)
     except Exception:                                # not even the course: say so, plainly
         report = SubmissionReport(assignment_id or "", options.submission.name, error=problem)
     return report.to_dict()

@@ -56,6 +56,7 @@ class Outcome:
     seconds: float = 0.0
     assignment: str = ""
     note: str = ""              # for the instructor: what about this input did not fit
+    not_graded: str = ""        # the points not graded by choice: "6 points not graded: skipped"
 
 
 class Outcomes(list):
@@ -588,7 +589,7 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
                 return SubmissionReport.from_dict(json.loads(out.read_text(encoding="utf-8")))
             except (ValueError, KeyError, TypeError, RecursionError) as error:
                 problem = f"the grader's report could not be read ({error})"
-    return failure_report(course, submission, assignment, problem, within)
+    return failure_report(course, submission, assignment, problem, within, skip)
 
 
 def _ending(code: int) -> str:
@@ -602,14 +603,18 @@ def _ending(code: int) -> str:
 
 # -- reports with every check ---------------------------------------------------------------------
 def zero_report(course: Course, assignment_id: str | None, name: str, template: str,
-                params: dict | None = None, error: str | None = None) -> SubmissionReport:
+                params: dict | None = None, error: str | None = None, skip=()
+                ) -> SubmissionReport:
     """A report that scores nothing and lists every check of the assignment (so that its maximum
-    is the assignment's) with `template` as the reason; no checks when the assignment is None."""
+    is the assignment's, less the checks in `skip`, not graded) with `template` as the reason; no
+    checks when the assignment is None."""
     report = SubmissionReport(assignment_id or "", name, error=error)
     if assignment_id:
         for notebook, groups in groups_by_notebook(course, assignment_id).items():
             report.notebooks.append(NotebookReport(notebook, tests=[
-                TestResult(test_id, 0.0, points, template, dict(params or {}))
+                TestResult(test_id, 0.0, points, "not graded: skipped", graded=False)
+                if test_id in skip else TestResult(test_id, 0.0, points, template,
+                                                   dict(params or {}))
                 for group in groups for test_id, points in zip(group.test_ids(),
                                                                group.tests.values())]))
     return report
@@ -624,11 +629,12 @@ def _assignment_of(course: Course, submission: Path, within: Path | None) -> str
 
 
 def failure_report(course: Course, submission: Path, assignment: str | None, problem: str,
-                   within: Path | None = None) -> SubmissionReport:
-    """The report of a submission whose grader failed: every check of its assignment, at 0."""
+                   within: Path | None = None, skip=()) -> SubmissionReport:
+    """The report of a submission whose grader failed: every check of its assignment, at 0
+    (those in `skip`: not graded)."""
     known = assignment or _assignment_of(course, submission, within)
     report = zero_report(course, known, submission.name, "not graded: {reason}",
-                         {"reason": "the grader failed"}, error=problem)
+                         {"reason": "the grader failed"}, error=problem, skip=skip)
     report.notes.append(Note("the grader failed on this submission, so nothing was scored; "
                              "run tfcourse grade again, and report it if it persists", {}, "error"))
     if known is None:
@@ -722,7 +728,8 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
         if previous:
             outcomes.append(Outcome(item.name, folder, "unchanged", previous["score"],
                                     previous["max_score"], 0.0,
-                                    previous["extra_data"].get("assignment", ""), item.note))
+                                    previous["extra_data"].get("assignment", ""), item.note,
+                                    _not_graded(previous)))
         else:
             todo.append((item, folder, stamp))
 
@@ -733,7 +740,7 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
         results, status = _write(course, report, item, folder, lang, stamp)
         return Outcome(item.name, folder, status, results["score"] if results else 0.0,
                        results["max_score"] if results else 0.0, round(seconds, 1),
-                       report.assignment, item.note)
+                       report.assignment, item.note, _not_graded(results))
 
     def work(entry):
         item, folder, stamp = entry
@@ -769,6 +776,15 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
     order = {item.name: index for index, item in enumerate(found.submissions)}
     outcomes.sort(key=lambda o: order.get(o.name, 0))
     return outcomes
+
+
+def _not_graded(results: dict | None) -> str:
+    """What a results.json's total leaves out ("6 points not graded: skipped"), in words."""
+    try:
+        total = str(results["extra_data"].get("total", ""))
+    except (KeyError, TypeError, AttributeError):
+        return ""
+    return total.partition(" (")[2].rstrip(")")
 
 
 def _run_all(work, todo: list, jobs: int, outcomes: list, bar) -> None:
@@ -814,7 +830,7 @@ def table(outcomes: list[Outcome], ignored: list[tuple[str, str]] | None = None,
     lines = [f"{'submission':{width}}  {'assignment':12}  {'score':>13}  {'time':>7}  status"]
     for o in outcomes:
         score = f"{o.score:g} / {o.max_score:g}"
-        note = f" ({o.note})" if o.note else ""
+        note = "".join(f" ({text})" for text in (o.not_graded, o.note) if text)
         lines.append(f"{printable(o.name):{width}}  {o.assignment or '-':12}  {score:>13}  "
                      f"{o.seconds:6.1f}s  {o.status}{note}")
     for path, why in ignored:
