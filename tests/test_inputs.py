@@ -14,6 +14,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -443,6 +444,33 @@ def test_notebooks_built_to_be_expensive_to_read_and_a_grader_without_a_cgroup(
     assert results["extra_data"]["grader_error"] == (
         "the grader process used more than 1 MB of memory (limits.grader_memory_mb) and was "
         "stopped")
+
+
+@pytest.mark.slow
+def test_a_class_of_notebooks_named_after_students_is_graded_by_their_cells(course, tmp_path):
+    """The guide's layout (alice.ipynb, bob.ipynb): each notebook's assignment is told from its
+    cells' grade ids; one whose cells are no assignment's is not graded, and says which option to
+    add, never 0/0 "graded"."""
+    class_folder = tmp_path / "class"
+    class_folder.mkdir()
+    make_submission(tmp_path / "alice", A)
+    (tmp_path / "alice" / NOTEBOOK).rename(class_folder / "alice.ipynb")
+    shutil.copy(ROOT / "release" / "02-layers" / "layers.ipynb", class_folder / "bob.ipynb")
+    (class_folder / "carol.ipynb").write_text(json.dumps(
+        {"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+         "cells": [{"cell_type": "code", "source": "x = 1", "metadata": {}, "outputs": [],
+                    "execution_count": None}]}))
+    outcomes = grade_many(course, [class_folder], tmp_path / "graded", jobs=2, lang="en",
+                          progress=False, skip=SKIP)
+    found = {o.name: (o.assignment, o.status, o.score, o.max_score) for o in outcomes}
+    assert found == {"alice": (A, "graded", 2, 2), "bob": ("02-layers", "graded", 0, 29),
+                     "carol": ("", "not graded: no assignment", 0, 0)}
+    said = json.loads((tmp_path / "graded" / "carol" / "results.json").read_text())["output"]
+    assert said == ("not graded: no notebook of this course was found in carol.ipynb (expected "
+                    "one of: attention.ipynb, layers.ipynb, sorting.ipynb), and no notebook's "
+                    "cells are those of an assignment; if it holds one, say which: tfcourse "
+                    "grade --assignment ID (one of: 01-attention, 02-layers, 03-sorting)")
+    assert "not graded: no assignment" in table(outcomes)
 
 
 # -- 1 and 2 together: a class with hostile neighbours --------------------------------------------

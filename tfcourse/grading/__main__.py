@@ -129,7 +129,7 @@ def grade(options) -> dict:
         if refused is not None:
             return refused.to_dict()
         assignment_id, notebooks = find_notebooks(course, options.submission, assignment_id,
-                                                  options.within)
+                                                  options.within, by_content=True)
         config = None
         if assignment_id is not None:
             config = SandboxConfig.from_course(course, helper_files(course, assignment_id),

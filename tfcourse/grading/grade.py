@@ -268,9 +268,12 @@ def grade_submission(course: Course, submission: Path, assignment_id: str | None
     if assignment_id is None:
         expected = ", ".join(n for a in course.assignments for n in a.notebooks)
         report = SubmissionReport("", name)
-        report.notes.append(Note("no notebook of this course was found in {name} (expected one "
-                                 "of: {expected})", {"name": submission.name,
-                                                     "expected": expected}, "error"))
+        report.notes.append(Note(
+            "not graded: no notebook of this course was found in {name} (expected one of: "
+            "{expected}), and no notebook's cells are those of an assignment; if it holds one, "
+            "say which: tfcourse grade --assignment ID (one of: {ids})",
+            {"name": submission.name, "expected": expected,
+             "ids": ", ".join(a.id for a in course.assignments)}, "error"))
         return report
     assignment = course.assignment(assignment_id)
     run = SubmissionRun(course, assignment, name, notebooks, config, skip=frozenset(skip),

@@ -50,7 +50,7 @@ HASH_BUDGET = 1 << 30           # and so are those beyond this much read for one
 class Outcome:
     name: str
     folder: Path
-    status: str                 # graded, unchanged, failed
+    status: str                 # graded, unchanged, failed, "not graded: no assignment"
     score: float = 0.0
     max_score: float = 0.0
     seconds: float = 0.0
@@ -666,7 +666,8 @@ def _write(course: Course, report: SubmissionReport, item: Found, folder: Path, 
     try:
         # no fingerprint when the grader failed, so that the next run grades it again
         return (write_results(course, report, folder, lang, "" if report.error else stamp),
-                "failed" if report.error else "graded")
+                "failed" if report.error else "graded" if report.assignment else
+                "not graded: no assignment")
     except Exception:                                  # never let one submission stop the batch
         failure = failure_report(course, item.path, report.assignment or None,
                                  traceback.format_exc(), item.within)

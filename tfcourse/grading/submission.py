@@ -616,22 +616,60 @@ def candidates_in(course: Course, base: Path, parts: tuple[str, ...]
     return candidates, links
 
 
+CONTENT_CANDIDATES = 8      # notebooks read to tell an assignment by their cells, at most
+
+
+def assignment_by_content(course: Course, candidates: dict[str, NotebookFile]
+                          ) -> tuple[str, dict[str, NotebookFile]] | None:
+    """When no notebook's name tells the assignment (a class folder of alice.ipynb, bob.ipynb):
+    the one whose source notebook shares the most grade ids (nbgrader's cell metadata, which a
+    student's notebook keeps) with a candidate, and {its notebook's name: that candidate}. Each
+    candidate is read as the grader reads it, within its limits. None when no candidate shares
+    one, or two assignments share as many."""
+    from tfcourse.source import assignment_source
+
+    known = {(a.id, source.name): set(source.kinds) for a in course.assignments
+             for source in assignment_source(course, a.id).notebooks}
+    matches = []
+    for name, found in sorted(candidates.items())[:CONTENT_CANDIDATES]:
+        raw, _ = read_notebook(found, course.limit("notebook_mb"))
+        if raw is None:
+            continue
+        ids = {notebook.grade_id(cell) for cell in raw["cells"]} - {None}
+        matches += [(len(ids & gids), assignment_id, source, name)
+                    for (assignment_id, source), gids in known.items() if ids & gids]
+    if not matches:
+        return None
+    matches.sort(reverse=True)
+    shared, assignment_id, source, name = matches[0]
+    if any(other[0] == shared and other[1] != assignment_id for other in matches[1:]):
+        return None
+    return assignment_id, {source: candidates[name]}
+
+
 def find_notebooks(course: Course, submission: Path, assignment_id: str | None,
-                   within: Path | None = None):
+                   within: Path | None = None, by_content: bool = False):
     """(assignment id, {notebook name: NotebookFile}) for a folder or a single notebook; the
-    assignment is told from the notebooks' names when not given (None: no name fits). `within`
-    is the instructor's folder the submission lies in (by default the one above it): no link is
-    followed below it."""
+    assignment is told from the notebooks' names when not given, else, with `by_content`, from
+    their cells (`assignment_by_content`; None: neither tells it). `within` is the instructor's
+    folder the submission lies in (by default the one above it): no link is followed below it."""
     base, parts = split_submission(submission, within)
     candidates, links = candidates_in(course, base, parts)
+    matched: dict[str, NotebookFile] = {}
     if assignment_id is None:
         scores = [(sum(name in candidates for name in a.notebooks), a.id)
                   for a in course.assignments]
         best = max(scores)
-        if best[0] == 0:
+        found = assignment_by_content(course, candidates) if best[0] == 0 and by_content \
+            else None
+        if best[0] == 0 and found is None:
             return None, candidates
-        assignment_id = best[1]
+        assignment_id, matched = found or (best[1], {})
     wanted = course.assignment(assignment_id).notebooks
+    if matched:
+        return assignment_id, {name: matched.get(name) or candidates.get(name) or
+                               NotebookFile(base, (*parts, name), len(parts), "missing")
+                               for name in wanted}
     if len(wanted) == 1 and wanted[0] not in candidates and len(candidates) == 1:
         # the one notebook, under another name ("attention (1).ipynb", or a file given alone)
         return assignment_id, {wanted[0]: next(iter(candidates.values()))}
