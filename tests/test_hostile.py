@@ -274,7 +274,8 @@ class Batch:
 
     def grade(self) -> dict[str, str]:
         """Grade the folder (as `tfcourse grade`); each submission's status."""
-        outcomes = grade_many(self.course, [self.submitted], self.out, jobs=2, lang="en",
+        jobs = 1 if self.course.sandbox.isolation == "process" else 2   # (refused side by side)
+        outcomes = grade_many(self.course, [self.submitted], self.out, jobs=jobs, lang="en",
                               assignment=A, progress=False)
         return {o.name: o.status for o in outcomes}
 

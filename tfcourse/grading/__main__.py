@@ -186,6 +186,10 @@ def main(argv=None) -> int:
     parser.add_argument("--skip", nargs="*", default=[])
     parser.add_argument("--hide", nargs="*", default=[], type=Path)
     options = parser.parse_args(argv)
+    if argv is None:                   # a fresh interpreter: its command line names the paths
+        from .runner import hide_command_line
+
+        hide_command_line("tfcourse.grading")
     die_with_parent()                  # before any sandbox is started
     set_subreaper()
     options.memory_mb = limit_own_memory()

@@ -690,6 +690,45 @@ def _say_isolation(course: Course) -> None:
             print(f"tfcourse grade: {line}", file=sys.stderr)
 
 
+class SideBySideRefused(Exception):
+    """Students would be graded side by side as one user, in process mode: refused."""
+
+
+def refuse_side_by_side(course: Course, jobs: int) -> None:
+    """Where student code runs as a plain process (sandbox.isolation process, accepted by
+    course.yaml), every student runs as one user, with no process namespace: side by side, one
+    could kill another's worker or fill the disk both are counted on. More than one at a time is
+    refused there, with a message that says what to do."""
+    from ..sandbox.launch import SandboxConfig, choose_isolation
+
+    isolation = choose_isolation(SandboxConfig.from_course(course, {}, 1, []))
+    if jobs > 1 and isolation.mode == "process" and isolation.refusal is None:
+        raise SideBySideRefused(
+            f"--jobs {jobs} is refused: student code runs as a plain process here (sandbox."
+            f"isolation: process), all students as one user, who could kill a classmate's "
+            f"process or fill the disk counted against them; grade one at a time (--jobs 1), "
+            f"or install bubblewrap (apt-get install bubblewrap)")
+
+
+def hide_command_line(shown: str = "tfcourse") -> bool:
+    """Overwrite this process's command line as /proc/PID/cmdline shows it to every user (the
+    sandbox user too, in process mode) with `shown`: the class folder's path is not there to be
+    read. Python keeps its own copy (sys.argv). Whether it could."""
+    try:
+        after = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        start, end = int(after[45]), int(after[46])          # arg_start, arg_end (fields 48, 49)
+    except (OSError, IndexError, ValueError):
+        return False
+    text = shown.encode()[:max(end - start - 1, 0)]
+    if end <= start:
+        return False
+    import ctypes
+
+    ctypes.memset(start, 0, end - start)
+    ctypes.memmove(start, text, len(text))
+    return True
+
+
 def _warn(found: Survey) -> None:
     """What does not fit the rule, on stderr before grading starts (the table repeats it)."""
     for path, why in found.warnings + found.ignored:
@@ -706,9 +745,11 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
     """Grade every submission among `paths` (see `survey`) into `out`/<name>/: `jobs` at a time
     here, or, given the address of a Dask scheduler, on its workers (cluster.py; `jobs` is then
     not used). Raises Interrupted when told to stop, after ending every grader and removing their
-    temporary folders."""
+    temporary folders; SideBySideRefused when `jobs` > 1 where students run as one user."""
     if assignment:
         course.assignment(assignment)                  # an unknown id fails here, clearly
+    if scheduler is None:
+        refuse_side_by_side(course, jobs)
     private_folder(out)
     found = survey(course, paths, exclude=out)
     _warn(found)

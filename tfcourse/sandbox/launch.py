@@ -702,6 +702,10 @@ class Sandbox:
             self.peak_rss_kb = max(self.peak_rss_kb, self.cgroup.peak_kb())
             self.cgroup.remove()
         shutil.rmtree(self.base, ignore_errors=True)
+        if self.mode == "process" and self.drop_to and self.drop_to[0] not in (0, os.geteuid()):
+            # what the student left in /tmp, /var/tmp and /dev/shm goes before the next student
+            # (one at a time in this mode: runner.refuse_side_by_side)
+            measure.remove_leftovers(self.drop_to[0])
 
 
 def _memory_file(data: bytes) -> int:
