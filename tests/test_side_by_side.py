@@ -102,3 +102,35 @@ def test_no_path_of_the_class_is_on_the_runners_command_line(tmp_path, monkeypat
     assert cli.main(["--course", str(ROOT), "grade", secret, "--out", str(tmp_path / "g"),
                      "--no-progress"]) == 0
     assert hidden == ["tfcourse grade"]
+
+
+def test_submissions_the_sandbox_user_can_read_are_refused_in_process_mode(course, monkeypatch):
+    """Written with the usual umask, every classmate's notebook was readable by the sandbox user,
+    who runs each student's code in process mode: grading refuses until they are private."""
+    import shutil
+    import tempfile
+
+    from tfcourse.grading.runner import readable_by
+
+    nobody = (65534, 65534)
+    base = Path(tempfile.mkdtemp(prefix="tfclass-", dir="/var/tmp"))
+    try:
+        os.chmod(base, 0o755)
+        (base / "class").mkdir(mode=0o755)
+        notebook = base / "class" / "alice.ipynb"
+        notebook.write_text("{}")
+        os.chmod(notebook, 0o644)
+        assert readable_by(notebook, nobody)
+        monkeypatch.setattr(launch, "choose_isolation",
+                            lambda config: launch.Isolation("process", nobody))
+        with pytest.raises(SideBySideRefused, match=r"class/alice.ipynb can be read by user "
+                                                    r"'nobody', .*\(chmod -R o-rwx /var/tmp/"):
+            grade_many(in_process_mode(course, "process"), [base / "class"], base / "graded",
+                       jobs=1, lang="en", progress=False)
+        os.chmod(base / "class", 0o750)
+        assert not readable_by(notebook, nobody)
+        os.chmod(base / "class", 0o755)
+        os.chmod(notebook, 0o640)
+        assert not readable_by(notebook, nobody)
+    finally:
+        shutil.rmtree(base)

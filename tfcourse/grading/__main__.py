@@ -143,7 +143,7 @@ def grade(options) -> dict:
                                   skip=frozenset(options.skip), prestarted=sandbox)
         return report.to_dict()
     except Exception as error:                       # a grader bug: say so, score nothing
-        memory = options.memory_mb is not None and out_of_memory(error)
+        memory = getattr(options, "memory_mb", None) is not None and out_of_memory(error)
         if memory:                                   # over its own limit: what is left to do
             lift_own_limit()                         # needs a little
         if sandbox is not None:

@@ -694,6 +694,44 @@ class SideBySideRefused(Exception):
     """Students would be graded side by side as one user, in process mode: refused."""
 
 
+def readable_by(path: Path, user: tuple[int, int]) -> bool:
+    """Whether the user (uid, gid) could read `path`: search permission on every folder above
+    it, read permission on it (by the owner's, the group's or the others' bits)."""
+    uid, gid = user
+
+    def allowed(info: os.stat_result, bit: int) -> bool:
+        shift = 6 if info.st_uid == uid else 3 if info.st_gid == gid else 0
+        return bool(info.st_mode >> shift & bit)
+
+    absolute = Path(os.path.abspath(path))
+    try:
+        folders = [os.stat(folder) for folder in reversed(absolute.parents)]
+        target = os.stat(absolute, follow_symlinks=False)
+    except OSError:
+        return False
+    return all(allowed(info, 1) for info in folders) and allowed(target, 4)
+
+
+def refuse_readable(course: Course, found: Survey) -> None:
+    """Where student code runs as a plain process as the sandbox user, a submission that user
+    can read (the usual umask makes them so) could be read by every classmate's code: refused,
+    with the command that makes them private."""
+    from ..sandbox.launch import SandboxConfig, choose_isolation
+
+    isolation = choose_isolation(SandboxConfig.from_course(course, {}, 1, []))
+    if isolation.mode != "process" or isolation.refusal or not isolation.user or \
+            isolation.user[0] in (0, os.geteuid()):
+        return
+    readable = [item.path for item in found.submissions if readable_by(item.path, isolation.user)]
+    if readable:
+        folders = sorted({str(Path(os.path.abspath(path)).parent) for path in readable})
+        more = f" and {len(readable) - 1} more submissions" if len(readable) > 1 else ""
+        raise SideBySideRefused(
+            f"{printable(str(readable[0]))}{more} can be read by user {course.sandbox.user!r}, who runs every student's code here (sandbox."
+            f"isolation: process): make them private first (chmod -R o-rwx "
+            f"{' '.join(printable(folder) for folder in folders[:3])})")
+
+
 def refuse_side_by_side(course: Course, jobs: int) -> None:
     """Where student code runs as a plain process (sandbox.isolation process, accepted by
     course.yaml), every student runs as one user, with no process namespace: side by side, one
@@ -754,6 +792,7 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
     found = survey(course, paths, exclude=out)
     _warn(found)
     if scheduler is None:                              # on a cluster, each worker says its own
+        refuse_readable(course, found)
         _say_isolation(course)
     version = grader_version(course)
     threads = threads or student_threads(course)
