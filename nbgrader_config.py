@@ -33,8 +33,8 @@ def configure(c):
     from sqlalchemy.exc import SAWarning
 
     from tfcourse.adapters.nbgrader import (
-        ClearHiddenTestsOnPage, ExecuteSolution, OverwriteReleasedCells, SafeCollect,
-        SandboxedGrade, SanitizeMarkdown)
+        ClearHiddenTestsOnPage, ExecuteSolution, GuardedNotebookExporter, OverwriteReleasedCells,
+        SafeCollect, SandboxedGrade, SanitizeMarkdown)
     from tfcourse.build.language import SelectLanguage
     from tfcourse.course import load_course
 
@@ -63,6 +63,10 @@ def configure(c):
     # nbgrader's Execute is replaced by SandboxedGrade: verdicts come from the sandboxed grader,
     # and no student cell runs in a kernel (Execute would run them outside the sandbox, as the
     # instructor).
+    # nbgrader reads each submitted notebook only after the checks the grader makes before it
+    # parses one (a notebook built to be expensive to read is refused, with the reason).
+    c.Autograde.exporter_class = GuardedNotebookExporter
+    c.GuardedNotebookExporter.course_root = HERE
     c.Autograde.autograde_preprocessors = [
         SandboxedGrade, SanitizeMarkdown, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
         SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]

@@ -274,7 +274,8 @@ class Batch:
 
     def grade(self) -> dict[str, str]:
         """Grade the folder (as `tfcourse grade`); each submission's status."""
-        outcomes = grade_many(self.course, [self.submitted], self.out, jobs=2, lang="en",
+        jobs = 1 if self.course.sandbox.isolation == "process" else 2   # (refused side by side)
+        outcomes = grade_many(self.course, [self.submitted], self.out, jobs=jobs, lang="en",
                               assignment=A, progress=False)
         return {o.name: o.status for o in outcomes}
 
@@ -373,8 +374,12 @@ def over_the_limits(submitted: Path) -> None:
 
 def check_limits(batch) -> None:
     results, messages = batch.results("limits"), batch.messages("limits")
-    assert lost(results) == {"sdpa.shapes", "masks.causal"}
+    # the stub that hung in sdpa.shapes costs that one timeout; its other checks fail at once
+    later = {"sdpa.softmax", "sdpa.values", "sdpa.mask"}
+    assert lost(results) == {"sdpa.shapes", "masks.causal", *later}
     assert messages["sdpa.shapes"] == "took longer than 6 s (an endless loop, or very slow code?)"
+    assert {messages[check] for check in later} == {
+        "not run: scaled_dot_product_attention already took longer than 6 s in sdpa.shapes"}
     assert messages["masks.causal"] == ("used more memory than allowed (used more than 768 MB of "
                                         "memory)")
     assert cell_note(results, 4).endswith("cell 4 did not finish within 5 s (an endless loop?); "
@@ -570,6 +575,30 @@ def test_the_notebook_deadline_stops_grading(tmp_path):
     assert results["score"] == 0
     assert "not graded: the time for this notebook (6 s) ran out" in messages
     assert results["extra_data"]["notebooks"][0]["seconds"] < 6 + 10
+
+
+MHA_LOOPS = replace_in(SOLUTION["mha-code"], "    def forward(self, x_q, x_kv, mask=None):\n",
+                       "    def forward(self, x_q, x_kv, mask=None):\n        while True:\n"
+                       "            pass\n")
+
+
+def test_a_stub_that_hangs_costs_one_timeout_not_one_per_check(tmp_path):
+    """MultiHeadAttention.forward loops forever: its first check that calls it waits out the
+    check's time, its other checks fail at once and say why, the other stubs are graded."""
+    if not bwrap_works():
+        pytest.skip("bubblewrap cannot run here")
+    limits = {"check_seconds": 3, "cell_seconds": 3, "submission_seconds": 120}
+    batch = Batch(course_copy(tmp_path / "course", limits=limits), tmp_path / "submitted",
+                  tmp_path / "graded")
+    make_submission(batch.submitted / "hangs", A, answers={"mha-code": MHA_LOOPS})
+    assert batch.grade() == {"hangs": "graded"}
+    results, messages = batch.results("hangs"), batch.messages("hangs")
+    assert lost(results) == {"mha.self", "mha.cross", "mha.mask"}
+    assert messages["mha.self"] == "took longer than 3 s (an endless loop, or very slow code?)"
+    for check in ("mha.cross", "mha.mask"):
+        assert messages[check] == ("not run: MultiHeadAttention already took longer than 3 s "
+                                   "in mha.self")
+    assert results["score"] == 14 - 5
 
 
 def test_an_interpreter_under_tmp_is_shown_in_the_sandbox(monkeypatch, tmp_path):

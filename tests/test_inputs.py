@@ -14,6 +14,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -397,11 +398,80 @@ def test_a_nested_expression_still_gets_a_result_with_every_check(course, tmp_pa
                              answers={"masks-code": NESTED + "def causal_mask(T):\n    pass\n"})
     outcomes = grade_many(course, [tmp_path / "submitted"], tmp_path / "graded", jobs=1,
                           lang="en", progress=False, skip=SKIP)
-    assert [(o.name, o.assignment, o.max_score) for o in outcomes] == [("deep", A, 14)]
+    # SKIP leaves the 2 points of masks: the total counts only those
+    assert [(o.name, o.assignment, o.max_score) for o in outcomes] == [("deep", A, 2)]
     results = json.loads((tmp_path / "graded" / "deep" / "results.json").read_text())
-    assert results["max_score"] == 14 and len(results["tests"]) == 10
+    assert results["max_score"] == 2 and len(results["tests"]) == 10
+    assert results["extra_data"]["total"] == "0 / 2 (12 points not graded: skipped)"
     assert "Traceback" not in results["output"] and results["score"] == 0
     assert folder.is_dir()
+
+
+@pytest.mark.slow
+def test_notebooks_built_to_be_expensive_to_read_and_a_grader_without_a_cgroup(
+        course, tmp_path, monkeypatch):
+    """A notebook of 2 million empty objects gets a result that says why it was not read (the
+    grader did not parse it). Where no cgroup can hold a grader, the grader holds itself to
+    limits.grader_memory_mb (here 1 MB more than it has at its start: it cannot even grade)."""
+    import dataclasses
+
+    evil = tmp_path / "class" / "evil"
+    evil.mkdir(parents=True)
+    (evil / NOTEBOOK).write_bytes(b'{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, '
+                                  b'"cells": [' + b"{}," * 2_000_000 + b"{}]}")
+    student(tmp_path / "class" / "alice")
+    outcomes = grade_many(course, [tmp_path / "class" / "evil"], tmp_path / "graded", jobs=1,
+                          lang="en", progress=False)
+    assert [(o.name, o.status, o.score, o.max_score) for o in outcomes] == [
+        ("evil", "graded", 0, 14)]
+    results = json.loads((tmp_path / "graded" / "evil" / "results.json").read_text())
+    assert "attention.ipynb holds more than 200000 JSON values" in results["output"]
+    assert "Traceback" not in results["output"]
+    assert {test["output"] for test in results["tests"]} == {
+        "not graded: the notebook could not be read"}
+
+    class NoCgroups:
+        @staticmethod
+        def create(limits):
+            return None
+
+    monkeypatch.setattr(runner, "Cgroup", NoCgroups)
+    small = dataclasses.replace(course, limits=dataclasses.replace(course.limits,
+                                                                  grader_memory_mb=1))
+    outcomes = grade_many(small, [tmp_path / "class" / "alice"], tmp_path / "graded", jobs=1,
+                          lang="en", progress=False, skip=SKIP)
+    assert [(o.name, o.status, o.score) for o in outcomes] == [("alice", "failed", 0)]
+    results = json.loads((tmp_path / "graded" / "alice" / "results.json").read_text())
+    assert results["extra_data"]["grader_error"] == (
+        "the grader process used more than 1 MB of memory (limits.grader_memory_mb) and was "
+        "stopped")
+
+
+@pytest.mark.slow
+def test_a_class_of_notebooks_named_after_students_is_graded_by_their_cells(course, tmp_path):
+    """The guide's layout (alice.ipynb, bob.ipynb): each notebook's assignment is told from its
+    cells' grade ids; one whose cells are no assignment's is not graded, and says which option to
+    add, never 0/0 "graded"."""
+    class_folder = tmp_path / "class"
+    class_folder.mkdir()
+    make_submission(tmp_path / "alice", A)
+    (tmp_path / "alice" / NOTEBOOK).rename(class_folder / "alice.ipynb")
+    shutil.copy(ROOT / "release" / "02-layers" / "layers.ipynb", class_folder / "bob.ipynb")
+    (class_folder / "carol.ipynb").write_text(json.dumps(
+        {"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+         "cells": [{"cell_type": "code", "source": "x = 1", "metadata": {}, "outputs": [],
+                    "execution_count": None}]}))
+    outcomes = grade_many(course, [class_folder], tmp_path / "graded", jobs=2, lang="en",
+                          progress=False, skip=SKIP)
+    found = {o.name: (o.assignment, o.status, o.score, o.max_score) for o in outcomes}
+    assert found == {"alice": (A, "graded", 2, 2), "bob": ("02-layers", "graded", 0, 29),
+                     "carol": ("", "not graded: no assignment", 0, 0)}
+    said = json.loads((tmp_path / "graded" / "carol" / "results.json").read_text())["output"]
+    assert said == ("not graded: no notebook of this course was found in carol.ipynb (expected "
+                    "one of: attention.ipynb, layers.ipynb, sorting.ipynb), and no notebook's "
+                    "cells are those of an assignment; if it holds one, say which: tfcourse "
+                    "grade --assignment ID (one of: 01-attention, 02-layers, 03-sorting)")
+    assert "not graded: no assignment" in table(outcomes)
 
 
 # -- 1 and 2 together: a class with hostile neighbours --------------------------------------------
@@ -420,9 +490,9 @@ def test_a_class_with_hostile_entries_grades_every_student(course, tmp_path, unt
     outcomes = grade_many(course, [class_folder], tmp_path / "graded", jobs=2, lang="en",
                           progress=False, assignment=A, skip=SKIP)
     scores = {o.name: (o.status, o.score, o.max_score) for o in outcomes}
-    assert scores == {"alice": ("graded", 2, 14), "attention": ("graded", 2, 14),
-                      "bob": ("graded", 0, 14), "carol": ("graded", 0, 14),
-                      "fifo": ("graded", 0, 14), "zero": ("graded", 0, 14)}
+    assert scores == {"alice": ("graded", 2, 2), "attention": ("graded", 2, 2),
+                      "bob": ("graded", 0, 2), "carol": ("graded", 0, 2),
+                      "fifo": ("graded", 0, 2), "zero": ("graded", 0, 2)}
     output = {o.name: json.loads((o.folder / "results.json").read_text())["output"]
               for o in outcomes}
     assert "attention.ipynb is a symbolic link; only regular files are graded" in output["bob"]

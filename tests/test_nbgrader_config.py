@@ -112,3 +112,21 @@ def test_nbgrader_autograde_stops_and_runs_no_student_cell(tmp_path):
     assert MISTAKE in done.stderr and "did not load" in done.stderr, done.stderr
     assert "IPKernelApp" not in done.stderr, done.stderr      # no kernel started
     assert not marker.exists()
+
+
+def test_autograde_refuses_a_notebook_built_to_be_expensive_to_read_before_parsing_it(tmp_path):
+    """nbgrader parses each submitted notebook itself, in the instructor's process: the course's
+    exporter makes the grader's checks first (6 MB of empty objects would cost it 630 MB)."""
+    from tfcourse.adapters.nbgrader import GuardedNotebookExporter
+
+    config = load(ROOT)
+    assert config.Autograde.exporter_class is GuardedNotebookExporter
+    evil = tmp_path / "attention.ipynb"
+    evil.write_bytes(b'{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": ['
+                     + b"{}," * 2_000_000 + b"{}]}")
+    exporter = GuardedNotebookExporter(course_root=str(ROOT))
+    with pytest.raises(ValueError, match=r"attention.ipynb: not graded: the notebook "
+                                         r"attention.ipynb holds more than 200000 JSON values"):
+        exporter.from_filename(str(evil))
+    output, _ = exporter.from_filename(str(ROOT / "release" / "01-attention" / "attention.ipynb"))
+    assert '"nbgrader"' in output

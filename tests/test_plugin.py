@@ -87,13 +87,17 @@ def test_an_instructor_runs_a_grader_with_pytest_and_gets_tfcourse_grades_points
                     "-k", "mha")
     assert run.returncode == 0, run.stdout + run.stderr
     assert "4 passed, 8 deselected" in run.stdout
+    # ... not graded, and left out of the total, which says so
+    assert "sdpa.shapes                  -/1  not graded: deselected" in run.stdout
+    assert "01-attention: 6/6 points (8 more not graded: deselected or skipped)" in run.stdout
 
     # a check made of a table of cases (parametrized) earns its points only when every case ran
     # and passed
     run = pytest_in(ROOT, "autograder/test_attention.py", "--submission", str(submission),
                     "-k", "causal and 7")
     assert "1 passed, 11 deselected" in run.stdout, run.stdout
-    assert "masks.causal                 0/1  not graded" in run.stdout
+    assert "masks.causal                 -/1  not graded: deselected" in run.stdout
+    assert "01-attention: 0/0 points (14 more not graded: deselected or skipped)" in run.stdout
 
 
 # -- what the red team found (see the closing note of the architecture issue) ------------------

@@ -25,9 +25,9 @@ import torch
 
 from tfcourse import notebook
 from tfcourse.grading import runner
-from tfcourse.grading.submission import (NotebookFile, build_program, find_notebooks,
-                                         parse_notebook, read_notebook, strip_outputs,
-                                         without_magics)
+from tfcourse.grading.submission import (JSON_VALUES, NotebookFile, build_program,
+                                         find_notebooks, parse_notebook, read_notebook,
+                                         strip_outputs, without_magics)
 from tfcourse.sandbox import channel
 
 
@@ -326,6 +326,52 @@ def test_an_old_notebook_is_converted():
         {"name": "old.ipynb", "version": 3})]
 
 
+def _notebook_around(cells: bytes) -> bytes:
+    return b'{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [' + cells + b"]}"
+
+
+@pytest.mark.parametrize("data", [
+    _notebook_around(b"{}," * 2_000_000 + b"{}"),                       # 6 MB of empty objects
+    _notebook_around(b'{"source": [' + b'"",' * 3_000_000 + b'""]}'),   # 9 MB of empty strings
+    _notebook_around(b'{"outputs": [' + b'[],' * 2_500_000 + b'[]]}'),  # arrays in its outputs
+], ids=["empty-objects", "empty-strings", "arrays-in-outputs"])
+def test_a_notebook_built_to_be_expensive_to_read_is_not_parsed(data):
+    """Too many JSON values to read, found before parsing: a note, no cells, little memory (the
+    60 MB version of the first cost the grader 1.45 GB and 97 s)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        raw, notes = parse_notebook(data, "mine.ipynb", 64)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert raw is None
+    assert [(n.template, n.params, n.severity) for n in notes] == [(
+        "the notebook {name} holds more than {limit} JSON values (a notebook of this course "
+        "holds about a thousand), more than the grader reads; nothing in it could be graded",
+        {"name": "mine.ipynb", "limit": JSON_VALUES}, "error")]
+    assert peak < 2 * len(data) + (8 << 20)
+
+
+def test_a_notebook_nested_too_deeply_says_so():
+    raw, notes = parse_notebook(_notebook_around(b"[" * 100_000), "mine.ipynb", 64)
+    assert raw is None and [(n.template, n.severity) for n in notes] == [(
+        "the notebook {name} is nested more deeply than any notebook is; nothing in it could be "
+        "graded", "error")]
+
+
+def test_many_values_in_outputs_are_dropped_and_the_cells_read():
+    """Printed lines are values of the outputs: a notebook of many is read without them."""
+    cell = {"cell_type": "code", "source": "x = 1", "metadata": {}, "execution_count": 1,
+            "outputs": [{"output_type": "stream", "name": "stdout",
+                         "text": ["a, b\n"] * 300_000}]}
+    data = json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+                       "cells": [cell]}).encode()
+    raw, notes = parse_notebook(data, "mine.ipynb", 64)
+    assert notes == [] and [c["source"] for c in raw["cells"]] == ["x = 1"]
+
+
 def test_a_large_notebook_is_read_without_its_outputs():
     cell = {"cell_type": "code", "source": 'print("[]\\"]")', "metadata": {}, "outputs": [
         {"output_type": "stream", "name": "stdout", "text": "x]" * 400_000 + '"[\\"'}],
@@ -518,3 +564,37 @@ def test_two_submissions_of_the_same_name_get_results_folders_of_their_own(cours
     second = notebook_file(tmp_path / "release" / "01-attention" / "attention.ipynb").parent
     assert runner.expand(course, [first, second]) == [
         ("solutions/01-attention", first), ("release/01-attention", second)]
+
+
+def test_skipped_checks_are_not_graded_and_the_total_says_what_it_counts(course):
+    """`tfcourse grade --skip`: sdpa's 6 points are not graded, not 0 of 6; the total is that of
+    the checks graded, and says what it leaves out."""
+    from tfcourse.grading.report import NotebookReport, SubmissionReport, TestResult
+    from tfcourse.grading.results import feedback, feedback_html, feedback_markdown, results_json
+    from tfcourse.grading.runner import _not_graded
+
+    assignment = course.assignment("01-attention")
+    tests = [TestResult(test_id, 0.0, assignment.points_of(test_id), "not graded: skipped",
+                        graded=False) if test_id.startswith("sdpa.") else
+             TestResult(test_id, assignment.points_of(test_id), assignment.points_of(test_id))
+             for test_id in assignment.test_ids()]
+    report = SubmissionReport("01-attention", "alice",
+                              [NotebookReport("attention.ipynb", tests=tests)])
+    view = feedback(course, report, "en")
+    assert (view.score, view.max_score) == (8, 8)
+    assert view.total == "8 / 8 (6 points not graded: skipped)"
+    assert view.summary == "6 of 6 checks passed"
+    results = results_json(view)
+    assert (results["score"], results["max_score"]) == (8, 8)
+    assert results["extra_data"]["not_graded"] == ["sdpa.shapes", "sdpa.softmax", "sdpa.values",
+                                                   "sdpa.mask"]
+    assert _not_graded(results) == "6 points not graded: skipped"
+    markdown = feedback_markdown(view)
+    assert "**Score: 8 / 8 (6 points not graded: skipped)**" in markdown
+    assert "## scaled_dot_product_attention: – / 6" in markdown
+    assert "| – | shapes | – / 1 | not graded: skipped |" in markdown
+    assert "0 / 6" not in markdown and "0 / 1" not in markdown
+    page = feedback_html(view)
+    assert "8 / 8 (6 points not graded: skipped)" in page and "0 / 6" not in page
+    spanish = feedback(course, report, "es")
+    assert spanish.total == "8 / 8 (6 puntos sin calificar: omitida)"

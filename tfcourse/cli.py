@@ -62,7 +62,10 @@ def cmd_build(options) -> int:
 def cmd_grade(options) -> int:
     course = _graded_course(options)
     from .grading.cluster import ClusterError, require_distributed
-    from .grading.runner import Interrupted, available_cores, grade_many, table
+    from .grading.runner import (Interrupted, SideBySideRefused, available_cores, grade_many,
+                                 hide_command_line, table)
+
+    hide_command_line("tfcourse grade")       # no path of the class for student code to read
 
     jobs = options.jobs or available_cores()
     lang = options.lang or course.language
@@ -84,7 +87,7 @@ def cmd_grade(options) -> int:
         print(f"tfcourse grade: stopped by {name}; {ended}. Results written before are kept; "
               f"run the same command again to grade the rest.", file=sys.stderr)
         return 128 + (stop.signal or signal.SIGTERM)
-    except ClusterError as error:
+    except (ClusterError, SideBySideRefused) as error:
         print(f"tfcourse grade: {error}", file=sys.stderr)
         return 2
     print(table(outcomes))

@@ -44,6 +44,7 @@ from nbgrader.exchange.default.collect import ExchangeCollect
 from nbgrader.api import MissingEntry
 from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor, OverwriteCells
 from nbgrader.utils import compute_checksum, ignore_patterns
+from nbconvert.exporters import NotebookExporter
 from traitlets import Bool, List, Unicode
 
 from tfcourse import notebook as nbtools
@@ -51,9 +52,10 @@ from tfcourse.course import load_course
 
 from ..build.outputs import clean_outputs
 from ..grading.report import SubmissionReport
-from ..grading.results import Feedback, feedback
+from ..grading.results import Feedback, feedback, say
 from ..grading.runner import grade_in_child, student_threads, zero_report
-from ..grading.submission import KIND_WORDS, kind_inside
+from ..grading.submission import (KIND_WORDS, NotebookFile, file_limit_mb, kind_inside,
+                                  read_notebook)
 
 PLACEHOLDER = "# graded by tfcourse's autograder (see this cell's output)"
 
@@ -200,6 +202,27 @@ class SandboxedGrade(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         return _score_test_cells(course_root(self.course_root), nb, resources, self.lang)
+
+
+class GuardedNotebookExporter(NotebookExporter):
+    """The exporter nbgrader autograde reads each notebook with: a notebook that the trusted
+    grader would not read (built to be expensive to read: too many JSON values, nested too deeply;
+    larger than limits.notebook_file_mb; not JSON) is refused before nbgrader parses it, with the
+    grader's reason; nbgrader then reports that submission as failed, with the reason."""
+
+    course_root = Unicode("", help="The course folder (default: where nbgrader runs).").tag(
+        config=True)
+
+    def from_filename(self, filename, resources=None, **kw):
+        course = load_course(course_root(self.course_root))
+        name = Path(filename).name
+        raw, notes = read_notebook(NotebookFile(Path(filename).resolve().parent, (name,), 1,
+                                                "file", limit_mb=file_limit_mb(course)),
+                                   course.limit("notebook_mb"))
+        if raw is None:
+            said = "; ".join(say(note.template, note.params, "en") for note in notes)
+            raise ValueError(f"{filename}: not graded: {said}")
+        return super().from_filename(filename, resources, **kw)
 
 
 class ExecuteSolution(Execute):

@@ -10,6 +10,7 @@ kernel sends this process SIGKILL when that process ends (PR_SET_PDEATHSIG), eve
 """
 import argparse
 import ctypes
+import errno
 import json
 import os
 import signal
@@ -28,6 +29,57 @@ from .submission import KIND_WORDS, find_notebooks, kind_inside, split_submissio
 
 PR_SET_PDEATHSIG = 1
 PARENT_VARIABLE = "TFCOURSE_GRADER_PARENT"      # set by the runner and the fork server
+MEMORY_VARIABLE = "TFCOURSE_GRADER_MEMORY_MB"   # set by the runner where no cgroup holds this
+
+
+class OverMemory(MemoryError):
+    """This grader's memory limit (`limit_own_memory`) was reached."""
+
+
+def limit_own_memory() -> int | None:
+    """Where the runner could make no cgroup to hold this grader, its heap and private mappings
+    (RLIMIT_DATA) may grow by limits.grader_memory_mb beyond what it holds now: an allocation past
+    that fails with MemoryError. The limit in MB, or None where none was asked for."""
+    import resource
+
+    asked = os.environ.pop(MEMORY_VARIABLE, "")
+    if not asked.isdigit():
+        return None
+    with open("/proc/self/status", encoding="ascii") as status:
+        held = next((int(line.split()[1]) for line in status if line.startswith("VmData:")), 0)
+    hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
+    soft = (held << 10) + (int(asked) << 20)
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+    return int(asked)
+
+
+def out_of_memory(error: BaseException | None) -> bool:
+    """Whether `error`, or one it came from, is an allocation refused: a MemoryError, or the
+    errors that a refused thread stack, mapping or tensor raise."""
+    for _ in range(16):                              # its chain, not a cycle in it
+        if error is None:
+            return False
+        if isinstance(error, MemoryError) or getattr(error, "errno", None) == errno.ENOMEM or \
+                "can't start new thread" in str(error) or "can't allocate memory" in str(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def lift_own_limit() -> None:
+    """After the grading failed at its limit: the little needed to report that is allowed."""
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
+    resource.setrlimit(resource.RLIMIT_DATA, (hard, hard))
+
+
+def over_memory(limit_mb: int | None) -> str:
+    """What a grader that ran out of its memory reports."""
+    return (f"the grader process used more than {limit_mb or 0:.0f} MB of memory "
+            f"(limits.grader_memory_mb) and was stopped")
 
 
 def die_with_parent() -> None:
@@ -44,7 +96,8 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
-def refused_root(course, submission: Path, within: Path | None, assignment_id: str | None):
+def refused_root(course, submission: Path, within: Path | None, assignment_id: str | None,
+                 skip=()):
     """The report for a submission that is itself a link, a pipe or a device: never followed nor
     opened; every check of its assignment (when known) at 0, and a note that says why."""
     from .runner import zero_report
@@ -59,7 +112,7 @@ def refused_root(course, submission: Path, within: Path | None, assignment_id: s
                 assignment_id = assignment.id
                 break
     report = zero_report(course, assignment_id, submission.name,
-                         "not graded: the notebook could not be read")
+                         "not graded: the notebook could not be read", skip=skip)
     report.notes.append(Note("{name} is {what}; only regular files and folders are graded",
                              {"name": parts[-1], "what": KIND_WORDS[kind]}, "error"))
     return report
@@ -71,11 +124,12 @@ def grade(options) -> dict:
     assignment_id = options.assignment
     try:
         course = load_course(options.course)
-        refused = refused_root(course, options.submission, options.within, assignment_id)
+        refused = refused_root(course, options.submission, options.within, assignment_id,
+                               options.skip)
         if refused is not None:
             return refused.to_dict()
         assignment_id, notebooks = find_notebooks(course, options.submission, assignment_id,
-                                                  options.within)
+                                                  options.within, by_content=True)
         config = None
         if assignment_id is not None:
             config = SandboxConfig.from_course(course, helper_files(course, assignment_id),
@@ -88,10 +142,14 @@ def grade(options) -> dict:
         report = grade_submission(course, options.submission, assignment_id, notebooks, config,
                                   skip=frozenset(options.skip), prestarted=sandbox)
         return report.to_dict()
-    except Exception:                                # a grader bug: say so, score nothing
+    except Exception as error:                       # a grader bug: say so, score nothing
+        memory = getattr(options, "memory_mb", None) is not None and out_of_memory(error)
+        if memory:                                   # over its own limit: what is left to do
+            lift_own_limit()                         # needs a little
         if sandbox is not None:
             sandbox.close()
-        return failed(options, assignment_id, traceback.format_exc())
+        return failed(options, assignment_id,
+                      over_memory(options.memory_mb) if memory else traceback.format_exc())
 
 
 def failed(options, assignment_id: str | None, problem: str) -> dict:
@@ -101,7 +159,7 @@ def failed(options, assignment_id: str | None, problem: str) -> dict:
 
         course = load_course(options.course)
         report = failure_report(course, options.submission, assignment_id, problem,
-                                options.within)
+                                options.within, options.skip)
     except Exception:                                # not even the course: say so, plainly
         report = SubmissionReport(assignment_id or "", options.submission.name, error=problem)
     return report.to_dict()
@@ -128,12 +186,21 @@ def main(argv=None) -> int:
     parser.add_argument("--skip", nargs="*", default=[])
     parser.add_argument("--hide", nargs="*", default=[], type=Path)
     options = parser.parse_args(argv)
+    if argv is None:                   # a fresh interpreter: its command line names the paths
+        from .runner import hide_command_line
+
+        hide_command_line("tfcourse.grading")
     die_with_parent()                  # before any sandbox is started
     set_subreaper()
+    options.memory_mb = limit_own_memory()
     data = grade(options)
     try:
         write_report(options.out, data)
-    except (ValueError, RecursionError, MemoryError):  # something in it cannot be written
+    except MemoryError:                # over its limit while writing: the failure, written freely
+        lift_own_limit()
+        write_report(options.out, failed(options, data.get("assignment") or None,
+                                         over_memory(options.memory_mb)))
+    except (ValueError, RecursionError):   # something in it cannot be written
         write_report(options.out, failed(options, data.get("assignment") or None,
                                          traceback.format_exc()))
     return 0

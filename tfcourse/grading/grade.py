@@ -53,6 +53,9 @@ class NotebookRun:
         self.static = None
         self._gates: dict[tuple, tuple[str, dict] | None] = {}       # group.part -> refusal
         self.tripped: dict[tuple, set[str]] = {}          # group.part -> calls seen
+        # stubs whose check took longer than its time -> (that check, its seconds): their other
+        # checks fail at once instead of waiting out the same endless loop again
+        self.hung: dict[tuple[str, ...], tuple[str, float]] = {}
 
     # -- starting ------------------------------------------------------------------------------
     def context(self) -> Context:
@@ -126,6 +129,9 @@ class NotebookRun:
         stub it checks is missing, or breaks the course's rules."""
         context = self.context()
         key = group.part(test)
+        hung = self._hung(key[1])
+        if hung is not None:
+            raise NotGraded(hung[0], **hung[1])
         if key not in self._gates:
             self._gates[key] = self._refusal(context, key[1])
             self.session.tripped.clear()
@@ -134,6 +140,18 @@ class NotebookRun:
         if refusal is not None:
             raise NotGraded(refusal[0], **refusal[1])
         return context
+
+    def timed_out(self, group, test: str, seconds: float) -> None:
+        """Check `test` of `group` took longer than its `seconds`: the stubs it checks hung."""
+        self.hung.setdefault(group.part(test)[1], (f"{group.id}.{test}", seconds))
+
+    def _hung(self, stubs: tuple[str, ...]) -> tuple[str, dict] | None:
+        """Why a check of `stubs` is not run: stubs it checks already hung in another check."""
+        for hung, (check, seconds) in self.hung.items():
+            if set(hung) <= set(stubs):
+                return ("not run: {stub} already took longer than {seconds:.0f} s in {check}",
+                        {"stub": ", ".join(hung), "seconds": seconds, "check": check})
+        return None
 
     def _refusal(self, context: Context, stubs: tuple[str, ...]) -> tuple[str, dict] | None:
         try:
@@ -250,9 +268,12 @@ def grade_submission(course: Course, submission: Path, assignment_id: str | None
     if assignment_id is None:
         expected = ", ".join(n for a in course.assignments for n in a.notebooks)
         report = SubmissionReport("", name)
-        report.notes.append(Note("no notebook of this course was found in {name} (expected one "
-                                 "of: {expected})", {"name": submission.name,
-                                                     "expected": expected}, "error"))
+        report.notes.append(Note(
+            "not graded: no notebook of this course was found in {name} (expected one of: "
+            "{expected}), and no notebook's cells are those of an assignment; if it holds one, "
+            "say which: tfcourse grade --assignment ID (one of: {ids})",
+            {"name": submission.name, "expected": expected,
+             "ids": ", ".join(a.id for a in course.assignments)}, "error"))
         return report
     assignment = course.assignment(assignment_id)
     run = SubmissionRun(course, assignment, name, notebooks, config, skip=frozenset(skip),

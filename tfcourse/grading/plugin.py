@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from ..course import Course, CourseError, find_course_root, load_course
-from ..sandbox.session import OutOfTime
+from ..sandbox.session import OutOfTime, TimedOut
 from ..source import assignment_source
 from .framework import verdict
 from .report import SubmissionReport, TestResult, shown
@@ -68,6 +68,11 @@ class SubmissionRun:
         self.outcomes: dict[str, list[Outcome]] = {}
         self.cases: dict[str, int] = {}          # check id -> its collected tests (parametrized)
         self.refusals: dict[tuple, tuple[str, dict]] = {}     # CheckGroup.part -> the tripwire's
+        # a session of the command line (pytest autograder/... -k mha): a check deselected, or
+        # not run after -x, is not graded, and its points are left out of the total; in the
+        # trusted grader every check not run scores 0 of its points
+        self.selected_only = False
+        self.deselected: set[str] = set()        # checks with a case deselected (-k, -m)
 
     def notebook(self, group):
         """The NotebookRun holding `group`'s test cell."""
@@ -116,19 +121,20 @@ class SubmissionRun:
         outcomes = self.outcomes.get(test_id)
         seconds = sum(outcome.seconds for outcome in outcomes or [])
         if test_id in self.skip:
-            return TestResult(test_id, 0.0, points, "skipped")
+            return TestResult(test_id, 0.0, points, "not graded: skipped", graded=False)
         if refusal is not None:                  # found after its checks ran: the whole group
             return TestResult(test_id, 0.0, points, refusal[0],
                               {key: shown(value) for key, value in refusal[1].items()}, seconds)
-        if not outcomes:
-            return TestResult(test_id, 0.0, points, "not graded: its grader did not run")
-        failed = next((outcome for outcome in outcomes if outcome.points < 1), None)
+        failed = next((outcome for outcome in outcomes or [] if outcome.points < 1), None)
         if failed is not None:                   # the first failing case says why
             return TestResult(test_id, 0.0, points, failed.template, failed.params, seconds,
                               failed.internal)
-        if len(outcomes) < self.cases.get(test_id, 1):       # a case did not run: not earned
+        if test_id in self.deselected:           # not all of its cases were selected
+            return TestResult(test_id, 0.0, points, "not graded: deselected", seconds=seconds,
+                              graded=False)
+        if not outcomes or len(outcomes) < self.cases.get(test_id, 1):   # a case did not run
             return TestResult(test_id, 0.0, points, "not graded: its grader did not run",
-                              seconds=seconds)
+                              seconds=seconds, graded=not self.selected_only)
         return TestResult(test_id, points, points, seconds=seconds)
 
 
@@ -173,6 +179,7 @@ class Grading:
         name = submission.name if submission.is_dir() else submission.stem
         run = SubmissionRun(course, assignment, name, notebooks, config,
                             skip=frozenset(options.skip_check or ()))
+        run.selected_only = True
         self.runs[assignment.id] = run
         return run
 
@@ -253,6 +260,10 @@ class Grading:
             run.out_of_time()
             template, params, internal = run.refusal[0], run.refusal[1], False
         else:
+            if isinstance(error, TimedOut):      # its stubs' other checks are not run
+                check.run.notebook(check.group).timed_out(check.group,
+                                                          check.test_id.split(".", 1)[1],
+                                                          error.seconds)
             template, params, internal = verdict(error)
         check.run.record(check.test_id, Outcome(0.0, template, params, internal,
                                                 report.duration))
@@ -303,6 +314,15 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     if GRADING not in config.stash:
         config.stash[GRADING] = Grading(options=config.option)
+
+
+def pytest_deselected(items):
+    """Checks deselected (-k, -m) are not graded, nor any check with a case deselected."""
+    for item in items:
+        grading = item.config.stash.get(GRADING, None)
+        check = grading.checks.get(item.nodeid) if grading is not None else None
+        if check is not None:
+            check.run.deselected.add(check.test_id)
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -382,9 +402,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for report in reports.values():
         for test in report.tests:
             line = f"{test.id:<28} {test.points:g}/{test.max_points:g}"
+            if not test.graded:
+                line = f"{test.id:<28} -/{test.max_points:g}"
             if not test.passed and test.template:
                 line += f"  {say(test.template, test.params, 'en')}"
             terminalreporter.write_line(line)
-        got = sum(test.points for test in report.tests)
-        total = sum(test.max_points for test in report.tests)
-        terminalreporter.write_line(f"{report.assignment}: {got:g}/{total:g} points")
+        got = sum(test.points for test in report.tests if test.graded)
+        total = sum(test.max_points for test in report.tests if test.graded)
+        left = sum(test.max_points for test in report.tests if not test.graded)
+        line = f"{report.assignment}: {got:g}/{total:g} points"
+        if left:
+            line += f" ({left:g} more not graded: deselected or skipped)"
+        terminalreporter.write_line(line)

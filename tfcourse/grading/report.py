@@ -41,6 +41,8 @@ class TestResult:
     params: dict = field(default_factory=dict)
     seconds: float = 0.0
     internal: bool = False          # the grader itself could not run this check
+    graded: bool = True             # False: not graded by choice (skipped, deselected); its
+                                    # points are left out of the total, which says so
 
     @property
     def passed(self) -> bool:

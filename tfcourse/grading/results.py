@@ -74,6 +74,16 @@ class Row:
     failure: str            # why it lost its points, in the language ("" when it passed)
     message: str            # what a row says: "passed", or the failure
     kind: str = ""          # the failure's kind, in English (i18n.message_kind; "" when passed)
+    graded: bool = True     # False: skipped or deselected; its points are not in the total
+
+    @property
+    def mark(self) -> str:
+        return "✓" if self.passed else "✗" if self.graded else "–"
+
+    @property
+    def points(self) -> str:
+        """Its points as a row shows them: "1 / 2", or "– / 2" when not graded."""
+        return f"{self.score:g} / {self.max_score:g}" if self.graded else f"– / {self.max_score:g}"
 
 
 @dataclass(frozen=True)
@@ -85,11 +95,12 @@ class Part:
 
     @property
     def score(self) -> float:
-        return sum(row.score for row in self.rows)
+        return sum(row.score for row in self.rows if row.graded)
 
     @property
     def max_score(self) -> float:
-        return sum(row.max_score for row in self.rows)
+        """The points of its checks that were graded."""
+        return sum(row.max_score for row in self.rows if row.graded)
 
 
 @dataclass(frozen=True)
@@ -108,6 +119,19 @@ class Feedback:
     grader_error: str | None            # the grader itself failed (for the instructor)
     internal_errors: tuple[str, ...]    # checks the grader could not run
     folders: tuple[Path, ...] = field(default=FOLDERS, repr=False)     # the catalogs
+    # the checks not graded by choice (skipped, deselected): their points, by the reason, in
+    # the language; `max_score` leaves them out
+    not_graded: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def total(self) -> str:
+        """The score as every rendering shows it: "8 / 8 (6 points not graded: skipped)"."""
+        text = f"{self.score:g} / {self.max_score:g}"
+        if self.not_graded:
+            text += " (" + "; ".join(self.say("{points} points not graded: {reason}",
+                                              {"points": f"{points:g}", "reason": reason})
+                                     for reason, points in self.not_graded) + ")"
+        return text
 
     @property
     def rows(self) -> list[Row]:
@@ -118,7 +142,7 @@ class Feedback:
 
     @property
     def summary(self) -> str:
-        rows = self.rows
+        rows = [row for row in self.rows if row.graded]
         return self.say("{passed} of {total} checks passed",
                         {"passed": sum(row.passed for row in rows), "total": len(rows)})
 
@@ -133,11 +157,13 @@ def feedback(course: Course, report: SubmissionReport, lang: str) -> Feedback:
     assignment = report.assignment
     graded = {test.id: test for test in report.tests}
     parts: dict[str, list[Row]] = {}
+    not_graded: dict[str, float] = {}
     wanted = course.assignment(assignment).test_ids() if assignment else []
     for test_id in wanted:
         group_id, _, name = test_id.partition(".")
         test = graded.get(test_id)
         points = course.assignment(assignment).points_of(test_id)
+        chosen = test is not None and not test.graded      # skipped or deselected
         if test is None:
             template = "not graded: {reason}"
             params = {"reason": phrase("the grader failed") if report.error
@@ -145,6 +171,8 @@ def feedback(course: Course, report: SubmissionReport, lang: str) -> Feedback:
             score, passed = 0.0, False
         else:
             template, params, score, passed = test.template, test.params, test.points, test.passed
+        if chosen:
+            score, passed = 0.0, False
         failure = "" if passed else say(template, params, lang, course)
         shown = say(name, None, lang, course)
         parts.setdefault(group_id, []).append(Row(
@@ -152,7 +180,11 @@ def feedback(course: Course, report: SubmissionReport, lang: str) -> Feedback:
             title=f"{_stubs(course, assignment, group_id)}: {shown}", passed=passed, score=score,
             max_score=points, failure=failure,
             message=say("passed", None, lang, course) if passed else failure,
-            kind="" if passed else message_kind(template, params, folders_of(course))))
+            kind="" if passed else message_kind(template, params, folders_of(course)),
+            graded=not chosen))
+        if chosen:
+            reason = failure.partition(": ")[2] or failure
+            not_graded[reason] = not_graded.get(reason, 0.0) + points
     notes = [say(note.template, note.params, lang, course) for note in report.notes]
     for notebook in report.notebooks:
         notes += [f"{notebook.name}: " + say(note.template, note.params, lang, course)
@@ -165,7 +197,7 @@ def feedback(course: Course, report: SubmissionReport, lang: str) -> Feedback:
         assignment_title=course.assignment(assignment).title(lang) if assignment else "",
         submission=report.submission,
         score=round(sum(row.score for rows in parts.values() for row in rows), 4),
-        max_score=max_points(course, report), notes=tuple(notes),
+        max_score=max_points(course, report) - sum(not_graded.values()), notes=tuple(notes),
         parts=tuple(Part(group_id, _stubs(course, assignment, group_id), tuple(rows))
                     for group_id, rows in parts.items()),
         seconds=report.seconds,
@@ -175,7 +207,7 @@ def feedback(course: Course, report: SubmissionReport, lang: str) -> Feedback:
                         for nb in report.notebooks),
         grader_error=report.error,
         internal_errors=tuple(test.id for test in report.tests if test.internal),
-        folders=folders_of(course))
+        folders=folders_of(course), not_graded=tuple(not_graded.items()))
 
 
 # -- results.json ----------------------------------------------------------------------------------
@@ -198,6 +230,10 @@ def results_json(view: Feedback) -> dict:
             "notebooks": [dict(notebook) for notebook in view.notebooks],
             "grader_error": view.grader_error,
             "internal_errors": list(view.internal_errors),
+            # checks not graded by choice (skipped, deselected): max_score leaves them out
+            "not_graded": [row.id for row in view.rows if not row.graded],
+            "not_graded_points": sum(points for _, points in view.not_graded),
+            "total": view.total,
         },
     }
 
@@ -217,6 +253,13 @@ def _note_lines(view: Feedback) -> list[str]:
     return "\n".join(view.notes).splitlines()
 
 
+def _part_points(part: Part) -> str:
+    """A part's points: those of its graded checks, "–" when none was."""
+    if not any(row.graded for row in part.rows):
+        return f"– / {sum(row.max_score for row in part.rows):g}"
+    return f"{part.score:g} / {part.max_score:g}"
+
+
 def feedback_markdown(view: Feedback) -> str:
     """The student's feedback as Markdown: score, notes, and a table of checks per part."""
     def cell(text: str) -> str:         # a table cell: one line, no column breaks, no raw HTML
@@ -225,7 +268,7 @@ def feedback_markdown(view: Feedback) -> str:
     lines = [f"# {view.say('Feedback')}: {view.submission}", ""]
     if view.assignment:
         lines += [f"**{view.assignment_title}** ({view.assignment})", ""]
-    lines.append(f"**{view.say('Score')}: {view.score:g} / {view.max_score:g}**"
+    lines.append(f"**{view.say('Score')}: {view.total}**"
                  + (f" · {view.summary}" if view.rows else ""))
     lines.append("")
     notes = _note_lines(view)
@@ -234,11 +277,11 @@ def feedback_markdown(view: Feedback) -> str:
         lines += [f"- {html.escape(line, quote=False)}" for line in notes]
         lines.append("")
     for part in view.parts:
-        lines += [f"## {part.stubs}: {part.score:g} / {part.max_score:g}", "",
+        lines += [f"## {part.stubs}: {_part_points(part)}", "",
                   f"| | {view.say('Check')} | {view.say('Points')} | {view.say('Message')} |",
                   "|---|---|---|---|"]
-        lines += [f"| {'✓' if row.passed else '✗'} | {cell(row.name)} | {row.score:g} / "
-                  f"{row.max_score:g} | {cell(row.message)} |" for row in part.rows]
+        lines += [f"| {row.mark} | {cell(row.name)} | {row.points} | {cell(row.message)} |"
+                  for row in part.rows]
         lines.append("")
     if view.rows:
         lines.append(view.say(ABOUT_CHECKS))
@@ -266,21 +309,23 @@ progress { width: 100%; height: .8rem; }
 """
 
 
-def part_html(stubs: str, rows: list[tuple[bool, str, float, float, str]], say,
-              heading: str = "h2") -> str:
+def part_html(stubs: str, rows: list[tuple], say, heading: str = "h2") -> str:
     """One part of the notebook as HTML: a heading with its stubs and points, and a table with a
-    row per check, (passed, name, score, max_score, message); `say` translates the headers."""
+    row per check, (passed, name, score, max_score, message[, graded]); `say` translates the
+    headers. A check not graded (skipped, deselected) shows "–" and is left out of the points."""
     esc = html.escape
+    rows = [(*row, True) if len(row) == 5 else tuple(row) for row in rows]
     header = (f'<tr><th class="mark"></th><th class="name">{esc(say("Check"))}</th>'
               f'<th class="points">{esc(say("Points"))}</th>'
               f'<th>{esc(say("Message"))}</th></tr>')
     body = "\n".join(
-        f'<tr class="{"passed" if passed else "failed"}"><td class="mark">'
-        f'{"✓" if passed else "✗"}</td><td>{esc(name)}</td>'
-        f'<td class="points">{score:g} / {most:g}</td>'
+        f'<tr class="{"passed" if passed else "failed" if graded else "not-graded"}">'
+        f'<td class="mark">{"✓" if passed else "✗" if graded else "–"}</td><td>{esc(name)}</td>'
+        f'<td class="points">{f"{score:g}" if graded else "–"} / {most:g}</td>'
         f'<td class="message">{esc(message)}</td>'
-        f"</tr>" for passed, name, score, most, message in rows)
-    score, most = sum(row[2] for row in rows), sum(row[3] for row in rows)
+        f"</tr>" for passed, name, score, most, message, graded in rows)
+    score = sum(row[2] for row in rows if row[5])
+    most = sum(row[3] for row in rows if row[5])
     return (f'<{heading}><code>{esc(stubs)}</code> <span class="points">{score:g} / {most:g}'
             f"</span></{heading}>\n<table>\n{header}\n{body}\n</table>")
 
@@ -291,7 +336,7 @@ def feedback_html(view: Feedback) -> str:
     title = f"{esc(view.say('Feedback'))}: {esc(view.submission)}"
     heading = (f"<p>{esc(view.assignment_title)} ({esc(view.assignment)})</p>"
                if view.assignment else "")
-    score = f"{view.score:g} / {view.max_score:g}"
+    score = esc(view.total)
     summary = f" · {esc(view.summary)}" if view.rows else ""
     notes = "".join(f"<li>{esc(line)}</li>" for line in _note_lines(view))
     blocks = []
@@ -300,7 +345,8 @@ def feedback_html(view: Feedback) -> str:
                       f"</h2><ul>{notes}</ul></div>")
     for part in view.parts:
         blocks.append(part_html(part.stubs, [(row.passed, row.name, row.score, row.max_score,
-                                              row.message) for row in part.rows], view.say))
+                                              row.message, row.graded) for row in part.rows],
+                                view.say))
     if view.rows:
         blocks.append(f'<p class="about">{esc(view.say(ABOUT_CHECKS))}</p>')
     body = "\n".join(blocks)
@@ -311,7 +357,7 @@ def feedback_html(view: Feedback) -> str:
 <h1>{title}</h1>
 {heading}
 <p class="score">{esc(view.say('Score'))}: <b>{score}</b>{summary}</p>
-<progress value="{view.score:g}" max="{view.max_score or 1:g}">{score}</progress>
+<progress value="{view.score:g}" max="{view.max_score or 1:g}">{view.score:g}</progress>
 {body}
 </body></html>
 """

@@ -28,7 +28,8 @@ from pathlib import Path
 from tfcourse.course import Course, CourseError
 from tfcourse.source import groups_by_notebook
 
-from .__main__ import PARENT_VARIABLE     # the runner's pid, for its graders: each dies with it
+from .__main__ import MEMORY_VARIABLE, PARENT_VARIABLE   # PARENT: the runner's pid, for its
+                                                          # graders: each dies with it
 from .report import Note, NotebookReport, SubmissionReport, TestResult
 from .results import private_folder, write_results
 from ..sandbox import forked
@@ -49,12 +50,13 @@ HASH_BUDGET = 1 << 30           # and so are those beyond this much read for one
 class Outcome:
     name: str
     folder: Path
-    status: str                 # graded, unchanged, failed
+    status: str                 # graded, unchanged, failed, "not graded: no assignment"
     score: float = 0.0
     max_score: float = 0.0
     seconds: float = 0.0
     assignment: str = ""
     note: str = ""              # for the instructor: what about this input did not fit
+    not_graded: str = ""        # the points not graded by choice: "6 points not graded: skipped"
 
 
 class Outcomes(list):
@@ -489,10 +491,13 @@ GRADER_TASKS = 256             # processes and threads of one grader (its studen
 def grader_cgroup(course: Course, environment: dict) -> Cgroup | None:
     """A cgroup to hold a grader (and the keepers it starts, not its students' processes) to
     limits.grader_memory_mb, None where this machine lets us make none; `environment` then tells
-    the grader to make its students' cgroups beside this one, not inside."""
+    the grader to make its students' cgroups beside this one, not inside, or, without one, to
+    hold its own memory to that limit."""
     held = Cgroup.create(Limits(int(course.limit("grader_memory_mb")), 0, GRADER_TASKS))
     if held is not None:
         environment[CGROUP_PARENT] = parents_of(held)
+    else:                               # the grader limits its own (__main__.limit_own_memory)
+        environment[MEMORY_VARIABLE] = str(int(course.limit("grader_memory_mb")))
     return held
 
 
@@ -541,6 +546,7 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
         zygote, kept = forked.zygote_for(course, threads), {}
         environment.pop(forked.ZYGOTE_VARIABLE, None)
         environment.pop(CGROUP_PARENT, None)
+        environment.pop(MEMORY_VARIABLE, None)
         held = grader_cgroup(course, environment)
         if zygote is not None:
             kept = {forked.ZYGOTE_VARIABLE: zygote.control.fileno()}
@@ -583,7 +589,7 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
                 return SubmissionReport.from_dict(json.loads(out.read_text(encoding="utf-8")))
             except (ValueError, KeyError, TypeError, RecursionError) as error:
                 problem = f"the grader's report could not be read ({error})"
-    return failure_report(course, submission, assignment, problem, within)
+    return failure_report(course, submission, assignment, problem, within, skip)
 
 
 def _ending(code: int) -> str:
@@ -597,14 +603,18 @@ def _ending(code: int) -> str:
 
 # -- reports with every check ---------------------------------------------------------------------
 def zero_report(course: Course, assignment_id: str | None, name: str, template: str,
-                params: dict | None = None, error: str | None = None) -> SubmissionReport:
+                params: dict | None = None, error: str | None = None, skip=()
+                ) -> SubmissionReport:
     """A report that scores nothing and lists every check of the assignment (so that its maximum
-    is the assignment's) with `template` as the reason; no checks when the assignment is None."""
+    is the assignment's, less the checks in `skip`, not graded) with `template` as the reason; no
+    checks when the assignment is None."""
     report = SubmissionReport(assignment_id or "", name, error=error)
     if assignment_id:
         for notebook, groups in groups_by_notebook(course, assignment_id).items():
             report.notebooks.append(NotebookReport(notebook, tests=[
-                TestResult(test_id, 0.0, points, template, dict(params or {}))
+                TestResult(test_id, 0.0, points, "not graded: skipped", graded=False)
+                if test_id in skip else TestResult(test_id, 0.0, points, template,
+                                                   dict(params or {}))
                 for group in groups for test_id, points in zip(group.test_ids(),
                                                                group.tests.values())]))
     return report
@@ -619,11 +629,12 @@ def _assignment_of(course: Course, submission: Path, within: Path | None) -> str
 
 
 def failure_report(course: Course, submission: Path, assignment: str | None, problem: str,
-                   within: Path | None = None) -> SubmissionReport:
-    """The report of a submission whose grader failed: every check of its assignment, at 0."""
+                   within: Path | None = None, skip=()) -> SubmissionReport:
+    """The report of a submission whose grader failed: every check of its assignment, at 0
+    (those in `skip`: not graded)."""
     known = assignment or _assignment_of(course, submission, within)
     report = zero_report(course, known, submission.name, "not graded: {reason}",
-                         {"reason": "the grader failed"}, error=problem)
+                         {"reason": "the grader failed"}, error=problem, skip=skip)
     report.notes.append(Note("the grader failed on this submission, so nothing was scored; "
                              "run tfcourse grade again, and report it if it persists", {}, "error"))
     if known is None:
@@ -655,7 +666,8 @@ def _write(course: Course, report: SubmissionReport, item: Found, folder: Path, 
     try:
         # no fingerprint when the grader failed, so that the next run grades it again
         return (write_results(course, report, folder, lang, "" if report.error else stamp),
-                "failed" if report.error else "graded")
+                "failed" if report.error else "graded" if report.assignment else
+                "not graded: no assignment")
     except Exception:                                  # never let one submission stop the batch
         failure = failure_report(course, item.path, report.assignment or None,
                                  traceback.format_exc(), item.within)
@@ -678,6 +690,83 @@ def _say_isolation(course: Course) -> None:
             print(f"tfcourse grade: {line}", file=sys.stderr)
 
 
+class SideBySideRefused(Exception):
+    """Students would be graded side by side as one user, in process mode: refused."""
+
+
+def readable_by(path: Path, user: tuple[int, int]) -> bool:
+    """Whether the user (uid, gid) could read `path`: search permission on every folder above
+    it, read permission on it (by the owner's, the group's or the others' bits)."""
+    uid, gid = user
+
+    def allowed(info: os.stat_result, bit: int) -> bool:
+        shift = 6 if info.st_uid == uid else 3 if info.st_gid == gid else 0
+        return bool(info.st_mode >> shift & bit)
+
+    absolute = Path(os.path.abspath(path))
+    try:
+        folders = [os.stat(folder) for folder in reversed(absolute.parents)]
+        target = os.stat(absolute, follow_symlinks=False)
+    except OSError:
+        return False
+    return all(allowed(info, 1) for info in folders) and allowed(target, 4)
+
+
+def refuse_readable(course: Course, found: Survey) -> None:
+    """Where student code runs as a plain process as the sandbox user, a submission that user
+    can read (the usual umask makes them so) could be read by every classmate's code: refused,
+    with the command that makes them private."""
+    from ..sandbox.launch import SandboxConfig, choose_isolation
+
+    isolation = choose_isolation(SandboxConfig.from_course(course, {}, 1, []))
+    if isolation.mode != "process" or isolation.refusal or not isolation.user or \
+            isolation.user[0] in (0, os.geteuid()):
+        return
+    readable = [item.path for item in found.submissions if readable_by(item.path, isolation.user)]
+    if readable:
+        folders = sorted({str(Path(os.path.abspath(path)).parent) for path in readable})
+        more = f" and {len(readable) - 1} more submissions" if len(readable) > 1 else ""
+        raise SideBySideRefused(
+            f"{printable(str(readable[0]))}{more} can be read by user {course.sandbox.user!r}, who runs every student's code here (sandbox."
+            f"isolation: process): make them private first (chmod -R o-rwx "
+            f"{' '.join(printable(folder) for folder in folders[:3])})")
+
+
+def refuse_side_by_side(course: Course, jobs: int) -> None:
+    """Where student code runs as a plain process (sandbox.isolation process, accepted by
+    course.yaml), every student runs as one user, with no process namespace: side by side, one
+    could kill another's worker or fill the disk both are counted on. More than one at a time is
+    refused there, with a message that says what to do."""
+    from ..sandbox.launch import SandboxConfig, choose_isolation
+
+    isolation = choose_isolation(SandboxConfig.from_course(course, {}, 1, []))
+    if jobs > 1 and isolation.mode == "process" and isolation.refusal is None:
+        raise SideBySideRefused(
+            f"--jobs {jobs} is refused: student code runs as a plain process here (sandbox."
+            f"isolation: process), all students as one user, who could kill a classmate's "
+            f"process or fill the disk counted against them; grade one at a time (--jobs 1), "
+            f"or install bubblewrap (apt-get install bubblewrap)")
+
+
+def hide_command_line(shown: str = "tfcourse") -> bool:
+    """Overwrite this process's command line as /proc/PID/cmdline shows it to every user (the
+    sandbox user too, in process mode) with `shown`: the class folder's path is not there to be
+    read. Python keeps its own copy (sys.argv). Whether it could."""
+    try:
+        after = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        start, end = int(after[45]), int(after[46])          # arg_start, arg_end (fields 48, 49)
+    except (OSError, IndexError, ValueError):
+        return False
+    text = shown.encode()[:max(end - start - 1, 0)]
+    if end <= start:
+        return False
+    import ctypes
+
+    ctypes.memset(start, 0, end - start)
+    ctypes.memmove(start, text, len(text))
+    return True
+
+
 def _warn(found: Survey) -> None:
     """What does not fit the rule, on stderr before grading starts (the table repeats it)."""
     for path, why in found.warnings + found.ignored:
@@ -694,13 +783,16 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
     """Grade every submission among `paths` (see `survey`) into `out`/<name>/: `jobs` at a time
     here, or, given the address of a Dask scheduler, on its workers (cluster.py; `jobs` is then
     not used). Raises Interrupted when told to stop, after ending every grader and removing their
-    temporary folders."""
+    temporary folders; SideBySideRefused when `jobs` > 1 where students run as one user."""
     if assignment:
         course.assignment(assignment)                  # an unknown id fails here, clearly
+    if scheduler is None:
+        refuse_side_by_side(course, jobs)
     private_folder(out)
     found = survey(course, paths, exclude=out)
     _warn(found)
     if scheduler is None:                              # on a cluster, each worker says its own
+        refuse_readable(course, found)
         _say_isolation(course)
     version = grader_version(course)
     threads = threads or student_threads(course)
@@ -717,7 +809,8 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
         if previous:
             outcomes.append(Outcome(item.name, folder, "unchanged", previous["score"],
                                     previous["max_score"], 0.0,
-                                    previous["extra_data"].get("assignment", ""), item.note))
+                                    previous["extra_data"].get("assignment", ""), item.note,
+                                    _not_graded(previous)))
         else:
             todo.append((item, folder, stamp))
 
@@ -728,7 +821,7 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
         results, status = _write(course, report, item, folder, lang, stamp)
         return Outcome(item.name, folder, status, results["score"] if results else 0.0,
                        results["max_score"] if results else 0.0, round(seconds, 1),
-                       report.assignment, item.note)
+                       report.assignment, item.note, _not_graded(results))
 
     def work(entry):
         item, folder, stamp = entry
@@ -764,6 +857,15 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
     order = {item.name: index for index, item in enumerate(found.submissions)}
     outcomes.sort(key=lambda o: order.get(o.name, 0))
     return outcomes
+
+
+def _not_graded(results: dict | None) -> str:
+    """What a results.json's total leaves out ("6 points not graded: skipped"), in words."""
+    try:
+        total = str(results["extra_data"].get("total", ""))
+    except (KeyError, TypeError, AttributeError):
+        return ""
+    return total.partition(" (")[2].rstrip(")")
 
 
 def _run_all(work, todo: list, jobs: int, outcomes: list, bar) -> None:
@@ -809,7 +911,7 @@ def table(outcomes: list[Outcome], ignored: list[tuple[str, str]] | None = None,
     lines = [f"{'submission':{width}}  {'assignment':12}  {'score':>13}  {'time':>7}  status"]
     for o in outcomes:
         score = f"{o.score:g} / {o.max_score:g}"
-        note = f" ({o.note})" if o.note else ""
+        note = "".join(f" ({text})" for text in (o.not_graded, o.note) if text)
         lines.append(f"{printable(o.name):{width}}  {o.assignment or '-':12}  {score:>13}  "
                      f"{o.seconds:6.1f}s  {o.status}{note}")
     for path, why in ignored:

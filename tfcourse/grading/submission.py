@@ -374,16 +374,66 @@ def read_notebook(path: NotebookFile | Path, size_limit_mb: float
     return parse_notebook(data, name, size_limit_mb)
 
 
+# A notebook built to be expensive to read (60 MB of empty objects cost the parser 1.45 GB and
+# minutes) is refused before it is parsed. The course's notebooks hold about 1,000 JSON values each;
+# past JSON_VALUES, a notebook is read without its outputs, and refused when even that leaves too
+# many. Dropping the outputs walks every string and array of the file in Python (5 us each):
+# past STRIP_TOKENS of them (about 10 s), the notebook is refused without that walk.
+JSON_VALUES = 200_000
+STRIP_TOKENS = 2_000_000
+
+
+def json_values(data: bytes | bytearray) -> int:
+    """At most how many values the JSON `data` holds: each follows a comma or opens an object or
+    an array (those inside strings count too). Counted at the speed of bytes.count."""
+    return data.count(b",") + data.count(b"{") + data.count(b"[") + 1
+
+
+def _strip_tokens(data: bytes | bytearray) -> int:
+    """How many steps `strip_outputs` may take on `data`: its strings and arrays."""
+    return data.count(b'"') // 2 + data.count(b"[")
+
+
+def strippable(data: bytes | bytearray) -> bool:
+    """Whether `strip_outputs` takes at most about 10 s on `data` (STRIP_TOKENS steps); a file
+    of 20 million short strings takes 100 s."""
+    return _strip_tokens(data) <= STRIP_TOKENS
+
+
+_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
+
+
+def values_outside_strings(data: bytes | bytearray) -> int:
+    """At most how many values `data` holds, not counting commas and brackets inside its strings
+    (a cell of code may hold many): a pass of the regular expression engine over each string, about
+    2 us a string, so only for data `strippable` allows."""
+    return json_values(_STRING.sub(b'""', data))
+
+
+def _too_many_values(name: str) -> Note:
+    return Note("the notebook {name} holds more than {limit} JSON values (a notebook of this "
+                "course holds about a thousand), more than the grader reads; nothing in it could "
+                "be graded", {"name": name, "limit": JSON_VALUES}, "error")
+
+
 def parse_notebook(data: bytes | bytearray, name: str, size_limit_mb: float
                    ) -> tuple[dict | None, list[Note]]:
-    """The notebook in `data` (a file's bytes) as nbformat v4 JSON, or None, and notes."""
+    """The notebook in `data` (a file's bytes) as nbformat v4 JSON, or None, and notes. A file
+    larger than `size_limit_mb`, or holding more than JSON_VALUES values, is read without its
+    outputs; one that still holds too many, or would take too long to strip, is not read."""
     notes: list[Note] = []
     if not data.strip():
         return None, [Note("the notebook {name} is an empty file", {"name": name}, "error")]
-    if len(data) > size_limit_mb * 1024 * 1024:
-        notes.append(Note("the notebook {name} is {mb:.0f} MB, mostly cell outputs; it was read "
-                          "without them", {"name": name, "mb": len(data) / 1048576}))
+    large = len(data) > size_limit_mb * 1024 * 1024
+    if large or json_values(data) > JSON_VALUES:
+        if not strippable(data):
+            return None, [_too_many_values(name)]
+        if large:
+            notes.append(Note("the notebook {name} is {mb:.0f} MB, mostly cell outputs; it was "
+                              "read without them", {"name": name, "mb": len(data) / 1048576}))
         data = strip_outputs(data)
+        if json_values(data) > JSON_VALUES and values_outside_strings(data) > JSON_VALUES:
+            return None, notes + [_too_many_values(name)]
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     try:
@@ -397,7 +447,10 @@ def parse_notebook(data: bytes | bytearray, name: str, size_limit_mb: float
     del data
     try:
         raw = json.loads(text, strict=False)
-    except (ValueError, RecursionError, MemoryError) as error:
+    except RecursionError:
+        return None, notes + [Note("the notebook {name} is nested more deeply than any notebook "
+                                   "is; nothing in it could be graded", {"name": name}, "error")]
+    except (ValueError, MemoryError) as error:
         where = (f"line {error.lineno}, column {error.colno}"
                  if isinstance(error, json.JSONDecodeError) else "somewhere")
         return None, notes + [Note(
@@ -579,22 +632,60 @@ def candidates_in(course: Course, base: Path, parts: tuple[str, ...]
     return candidates, links
 
 
+CONTENT_CANDIDATES = 8      # notebooks read to tell an assignment by their cells, at most
+
+
+def assignment_by_content(course: Course, candidates: dict[str, NotebookFile]
+                          ) -> tuple[str, dict[str, NotebookFile]] | None:
+    """When no notebook's name tells the assignment (a class folder of alice.ipynb, bob.ipynb):
+    the one whose source notebook shares the most grade ids (nbgrader's cell metadata, which a
+    student's notebook keeps) with a candidate, and {its notebook's name: that candidate}. Each
+    candidate is read as the grader reads it, within its limits. None when no candidate shares
+    one, or two assignments share as many."""
+    from tfcourse.source import assignment_source
+
+    known = {(a.id, source.name): set(source.kinds) for a in course.assignments
+             for source in assignment_source(course, a.id).notebooks}
+    matches = []
+    for name, found in sorted(candidates.items())[:CONTENT_CANDIDATES]:
+        raw, _ = read_notebook(found, course.limit("notebook_mb"))
+        if raw is None:
+            continue
+        ids = {notebook.grade_id(cell) for cell in raw["cells"]} - {None}
+        matches += [(len(ids & gids), assignment_id, source, name)
+                    for (assignment_id, source), gids in known.items() if ids & gids]
+    if not matches:
+        return None
+    matches.sort(reverse=True)
+    shared, assignment_id, source, name = matches[0]
+    if any(other[0] == shared and other[1] != assignment_id for other in matches[1:]):
+        return None
+    return assignment_id, {source: candidates[name]}
+
+
 def find_notebooks(course: Course, submission: Path, assignment_id: str | None,
-                   within: Path | None = None):
+                   within: Path | None = None, by_content: bool = False):
     """(assignment id, {notebook name: NotebookFile}) for a folder or a single notebook; the
-    assignment is told from the notebooks' names when not given (None: no name fits). `within`
-    is the instructor's folder the submission lies in (by default the one above it): no link is
-    followed below it."""
+    assignment is told from the notebooks' names when not given, else, with `by_content`, from
+    their cells (`assignment_by_content`; None: neither tells it). `within` is the instructor's
+    folder the submission lies in (by default the one above it): no link is followed below it."""
     base, parts = split_submission(submission, within)
     candidates, links = candidates_in(course, base, parts)
+    matched: dict[str, NotebookFile] = {}
     if assignment_id is None:
         scores = [(sum(name in candidates for name in a.notebooks), a.id)
                   for a in course.assignments]
         best = max(scores)
-        if best[0] == 0:
+        found = assignment_by_content(course, candidates) if best[0] == 0 and by_content \
+            else None
+        if best[0] == 0 and found is None:
             return None, candidates
-        assignment_id = best[1]
+        assignment_id, matched = found or (best[1], {})
     wanted = course.assignment(assignment_id).notebooks
+    if matched:
+        return assignment_id, {name: matched.get(name) or candidates.get(name) or
+                               NotebookFile(base, (*parts, name), len(parts), "missing")
+                               for name in wanted}
     if len(wanted) == 1 and wanted[0] not in candidates and len(candidates) == 1:
         # the one notebook, under another name ("attention (1).ipynb", or a file given alone)
         return assignment_id, {wanted[0]: next(iter(candidates.values()))}

@@ -76,9 +76,11 @@ def read_graded(path: Path) -> Graded:
     if not isinstance(data, dict) or not isinstance(data.get("tests"), list):
         raise ValueError("not the results of a grading (no list of tests)")
     extra = data.get("extra_data") if isinstance(data.get("extra_data"), dict) else {}
+    skipped = extra.get("not_graded") if isinstance(extra.get("not_graded"), list) else []
     checks = []
-    for test in data["tests"]:
-        if not isinstance(test, dict) or not _text(test.get("number")):
+    for test in data["tests"]:                  # a check skipped or deselected is not counted
+        if not isinstance(test, dict) or not _text(test.get("number")) or \
+                test["number"] in skipped:
             continue
         details = test.get("extra_data") if isinstance(test.get("extra_data"), dict) else {}
         passed = test.get("status") == "passed"

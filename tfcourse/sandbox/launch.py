@@ -24,6 +24,7 @@ import functools
 import json
 import os
 import pwd
+import resource
 import shutil
 import signal
 import subprocess
@@ -462,8 +463,10 @@ class Sandbox:
         maps to import torch, measured on this machine, plus twice the memory limit. None with a
         GPU, whose driver reserves far more address space than it uses."""
         disk = self.config.disk_mb << 20
+        # the grader's own memory limit (RLIMIT_DATA, where no cgroup holds it) is not theirs
+        data = resource.getrlimit(resource.RLIMIT_DATA)[1]
         found = {"RLIMIT_CORE": (0, 0), "RLIMIT_FSIZE": (disk, disk),
-                 "RLIMIT_NOFILE": (OPEN_FILES, OPEN_FILES)}
+                 "RLIMIT_NOFILE": (OPEN_FILES, OPEN_FILES), "RLIMIT_DATA": (data, data)}
         footprint = measure.interpreter_footprint_kb(self.drop_to if self.mode == "process"
                                                      else None)
         if footprint and not self.config.gpu:
@@ -692,12 +695,17 @@ class Sandbox:
         self.kill()
         # The watchdog may still be killing (after a limit was hit): let it finish, or it would
         # take the next sandbox's keeper, a child of ours too, for a daemon left behind.
-        if self._watchdog is not None and self._watchdog is not threading.current_thread():
+        if self._watchdog is not None and self._watchdog is not threading.current_thread() \
+                and self._watchdog.ident is not None:      # (not started: out of memory)
             self._watchdog.join()
         if self.cgroup is not None:
             self.peak_rss_kb = max(self.peak_rss_kb, self.cgroup.peak_kb())
             self.cgroup.remove()
         shutil.rmtree(self.base, ignore_errors=True)
+        if self.mode == "process" and self.drop_to and self.drop_to[0] not in (0, os.geteuid()):
+            # what the student left in /tmp, /var/tmp and /dev/shm goes before the next student
+            # (one at a time in this mode: runner.refuse_side_by_side)
+            measure.remove_leftovers(self.drop_to[0])
 
 
 def _memory_file(data: bytes) -> int:

@@ -22,6 +22,7 @@ import ctypes
 import functools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -469,6 +470,26 @@ def folder_mb(folder: Path, stop_mb: float, uid: int | None = None) -> float:
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(Path(entry.path))
     return total / 1048576
+
+
+def remove_leftovers(uid: int, folders=SHARED_TEMP) -> int:
+    """Remove what the user `uid` left in the machine's shared temporary folders (its own entries
+    at their top, and everything below them), never following a link; the number removed. A
+    student's leftovers would count against the next student's disk limit, and be read by them,
+    when student code runs as that user (process mode)."""
+    removed = 0
+    for folder in folders:
+        with contextlib.suppress(OSError), os.scandir(folder) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_uid != uid:
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path, ignore_errors=True)
+                    else:
+                        os.unlink(entry.path)
+                    removed += 1
+    return removed
 
 
 def shared_temp_mb(uid: int, stop_mb: float, skip: Path) -> float:
