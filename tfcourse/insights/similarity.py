@@ -38,6 +38,7 @@ MIN_TOKENS = 2 * K      # tokens of its own a submission needs to be compared at
 # found every disguised copy sharing 97% or more.
 PREFILTER = 0.7
 PAGES = 200             # pairs with a page of their own; pairs.csv lists them all
+CHUNK = 4_000_000       # shared fingerprints counted at once (32 MB of pair numbers)
 
 
 @dataclass
@@ -168,15 +169,28 @@ def shared_fingerprints(documents: list[Document]) -> dict[tuple[int, int], int]
         for value in document.fingerprint.hashes:
             holders[value].append(number)
     size = len(documents)
-    codes = []
+    pairs = numpy.zeros(0, dtype=numpy.int64)       # i * size + j for each pair sharing one
+    counts = numpy.zeros(0, dtype=numpy.int64)
+    codes, pending = [], 0
+
+    def merge(pairs, counts, codes):    # in chunks: memory grows with the pairs, not the shares
+        merged, inverse = numpy.unique(numpy.concatenate([pairs, *codes]), return_inverse=True)
+        weights = numpy.concatenate([counts, numpy.ones(sum(map(len, codes)), numpy.int64)])
+        return merged, numpy.bincount(inverse.ravel(), weights=weights,
+                                      minlength=len(merged)).astype(numpy.int64)
     for held in holders.values():
         if len(held) > 1:
             held = numpy.array(held, dtype=numpy.int64)
             first, second = numpy.triu_indices(len(held), 1)
             codes.append(held[first] * size + held[second])
-    if not codes:
+            pending += len(codes[-1])
+            if pending > CHUNK:
+                pairs, counts = merge(pairs, counts, codes)
+                codes, pending = [], 0
+    if codes:
+        pairs, counts = merge(pairs, counts, codes)
+    if not len(pairs):
         return {}
-    pairs, counts = numpy.unique(numpy.concatenate(codes), return_counts=True)
     known = numpy.array([document.known for document in documents])
     keep = ~(known[pairs // size] & known[pairs % size])
     return {(int(code // size), int(code % size)): int(count)
