@@ -312,7 +312,13 @@ def main() -> int:
     parser.add_argument("--no-train", action="store_true",
                         help="skip the trained check for every mutant")
     parser.add_argument("--list", action="store_true", help="list the mutants, grade nothing")
+    parser.add_argument("--reclassify", action="store_true",
+                        help="grade nothing: the last report's table again, with the equivalents "
+                             "file as it is now (after reviewing survivors)")
     options = parser.parse_args()
+    out = options.out / options.assignment
+    if options.reclassify:
+        return report(out, reclassify(json.loads((out / "report.json").read_text())), [])
 
     course = load_course(ROOT)
     mutants = sample(mutants_of(course, options.assignment), options.limit)
@@ -321,9 +327,25 @@ def main() -> int:
         for mutant in mutants:
             print(f"{mutant.id:48} {mutant.before!r} -> {mutant.after!r}")
         return 0
-    out = options.out / options.assignment
     print(f"{options.assignment}: {len(mutants)} mutants; grading into {out}", flush=True)
     rows = grade(course, mutants, out, options.jobs, not options.no_train)
+    cells = {mutant.cell for mutant in mutants}
+    return report(out, rows, [entry for entry in stale if entry["cell"] in cells])
+
+
+def reclassify(rows: list[dict]) -> list[dict]:
+    """A report's survivors classified again with the equivalents file as it is now."""
+    equivalent = {entry_key(entry) for entry in load_equivalents()}
+    for row in rows:
+        if row["verdict"] in ("equivalent", "unexplained"):
+            key = row["cell"], row["operator"], row["before"], row["after"]
+            row["verdict"] = "equivalent" if key in equivalent else "unexplained"
+    return rows
+
+
+def report(out: Path, rows: list[dict], stale: list[dict]) -> int:
+    """Write report.json, print the table, the survivors not explained, the mutants that lost
+    points only in other groups and the stale entries of the equivalents file."""
     (out / "report.json").write_text(json.dumps(rows, indent=1))
     print(table(rows))
     for row in rows:
@@ -331,8 +353,7 @@ def main() -> int:
             print(f"{row['verdict']:16} {row['id']}: {row['before']!r} -> {row['after']!r}"
                   + (f"  lost {', '.join(row['lost'])}" if row["lost"] else ""))
     for entry in stale:
-        if entry["cell"] in {mutant.cell for mutant in mutants}:
-            print(f"stale equivalent entry (no mutant matches it): {entry['id']}")
+        print(f"stale equivalent entry (no mutant matches it): {entry['id']}")
     return 0
 
 
