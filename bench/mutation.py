@@ -282,14 +282,14 @@ def grade(course, mutants: list[Mutant], out: Path, jobs: int, train: bool) -> l
     return rows
 
 
-def table(rows: list[dict]) -> str:
-    """Per check group: generated, killed (and of those, also elsewhere), killed only elsewhere,
-    survived, equivalent, unexplained, CPU seconds."""
+def table(rows: list[dict], groups: list[str]) -> str:
+    """Per check group (`groups`, in order; the groups of no answer cell, such as 03's trained,
+    left out): generated, killed (and of those, also elsewhere), killed only elsewhere, survived,
+    equivalent, unexplained, CPU seconds."""
     head = (f"{'group':12} {'generated':>9} {'killed':>6} {'+else':>5} {'only else':>9} "
             f"{'survived':>8} {'equiv':>5} {'unexpl':>6} {'cpu s':>7}")
     lines = [head]
-    groups = list(dict.fromkeys(row["group"] for row in rows)) + ["all"]
-    for group in groups:
+    for group in [*groups, "all"]:
         mine = [row for row in rows if group in ("all", row["group"])]
         count = Counter(row["verdict"] for row in mine)
         also = sum(row["also_elsewhere"] for row in mine)
@@ -318,7 +318,8 @@ def main() -> int:
     options = parser.parse_args()
     out = options.out / options.assignment
     if options.reclassify:
-        return report(out, reclassify(json.loads((out / "report.json").read_text())), [])
+        return report(out, reclassify(json.loads((out / "report.json").read_text())),
+                      cell_groups(options.assignment), [])
 
     course = load_course(ROOT)
     mutants = sample(mutants_of(course, options.assignment), options.limit)
@@ -330,7 +331,8 @@ def main() -> int:
     print(f"{options.assignment}: {len(mutants)} mutants; grading into {out}", flush=True)
     rows = grade(course, mutants, out, options.jobs, not options.no_train)
     cells = {mutant.cell for mutant in mutants}
-    return report(out, rows, [entry for entry in stale if entry["cell"] in cells])
+    return report(out, rows, cell_groups(options.assignment),
+                  [entry for entry in stale if entry["cell"] in cells])
 
 
 def reclassify(rows: list[dict]) -> list[dict]:
@@ -343,11 +345,16 @@ def reclassify(rows: list[dict]) -> list[dict]:
     return rows
 
 
-def report(out: Path, rows: list[dict], stale: list[dict]) -> int:
+def cell_groups(assignment: str) -> list[str]:
+    """The check groups of an assignment's answer cells, in the notebook's order."""
+    return [cell.removesuffix("-code") for cell in solution_cells(assignment)]
+
+
+def report(out: Path, rows: list[dict], groups: list[str], stale: list[dict]) -> int:
     """Write report.json, print the table, the survivors not explained, the mutants that lost
     points only in other groups and the stale entries of the equivalents file."""
     (out / "report.json").write_text(json.dumps(rows, indent=1))
-    print(table(rows))
+    print(table(rows, groups))
     for row in rows:
         if row["verdict"] in ("unexplained", "killed elsewhere"):
             print(f"{row['verdict']:16} {row['id']}: {row['before']!r} -> {row['after']!r}"
