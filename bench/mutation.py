@@ -118,12 +118,16 @@ def changed_lines(code: str, mutated: str) -> tuple[str, str]:
     return "\n".join(before), "\n".join(after)
 
 
-def cell_mutants(assignment: str, cell: str, group: str, code: str) -> list[Mutant]:
-    """Every mutant cosmic-ray's default operators make of one answer cell's solution code."""
+def cell_mutants(assignment: str, cell: str, group: str, code: str,
+                 only: set[str] | None = None) -> list[Mutant]:
+    """Every mutant cosmic-ray's default operators (or those named in `only`) make of one answer
+    cell's solution code."""
     tree = get_ast(code)
     defs = top_level_names(code)
     made = []
     for name, operator in operators():
+        if only is not None and name not in only:
+            continue
         places = [start for node in ast_nodes(tree) for start, _ in operator.mutation_positions(node)]
         for occurrence, (line, column) in enumerate(places):
             mutated = mutate_code(code, operator, occurrence)
