@@ -103,8 +103,9 @@ def operators() -> list[tuple[str, object]]:
 
 
 def top_level_names(code: str) -> list[tuple[int, int, str]]:
-    """(first line, last line, name) of each top-level def and class of a cell."""
-    return [(node.lineno, node.end_lineno, node.name) for node in ast.parse(code).body
+    """(first line, last line, name) of each top-level def and class of a cell, decorators in."""
+    return [(min([node.lineno] + [d.lineno for d in node.decorator_list]), node.end_lineno,
+             node.name) for node in ast.parse(code).body
             if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
 
 
@@ -174,16 +175,18 @@ def sample(mutants: list[Mutant], limit: int | None) -> list[Mutant]:
 # -- the equivalents file --------------------------------------------------------------------------
 def load_equivalents(path: Path = EQUIVALENTS) -> list[dict]:
     """The reviewed equivalent mutants: a list of entries with id, cell, stub, operator, before,
-    after and reason (all non-empty strings). Raises ValueError naming a malformed entry."""
+    after and reason, all strings, only `after` may be empty (a line removed). Raises ValueError
+    naming a malformed entry."""
     entries = yaml.safe_load(path.read_text()) or []
     if not isinstance(entries, list):
         raise ValueError(f"{path.name}: a list of entries is expected")
     fields = ("id", "cell", "stub", "operator", "before", "after", "reason")
     for number, entry in enumerate(entries, 1):
         if not isinstance(entry, dict) or set(entry) != set(fields) or \
-                not all(isinstance(entry[f], str) and entry[f].strip() for f in fields):
+                not all(isinstance(entry[f], str) and (entry[f].strip() or f == "after")
+                        for f in fields):
             raise ValueError(f"{path.name}: entry {number} must have exactly the fields "
-                             f"{', '.join(fields)}, each a non-empty string")
+                             f"{', '.join(fields)}, each a string, empty only for `after`")
     return entries
 
 
