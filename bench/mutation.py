@@ -318,6 +318,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("/tmp/tfcourse-mutation"))
     parser.add_argument("--no-train", action="store_true",
                         help="skip the trained check for every mutant")
+    parser.add_argument("--cells", default=None,
+                        help="only these answer cells, comma-separated (positions-code,...)")
     parser.add_argument("--list", action="store_true", help="list the mutants, grade nothing")
     parser.add_argument("--reclassify", action="store_true",
                         help="grade nothing: the last report's table again, with the equivalents "
@@ -330,6 +332,8 @@ def main() -> int:
 
     course = load_course(ROOT)
     mutants = sample(mutants_of(course, options.assignment), options.limit)
+    if options.cells:
+        mutants = [mutant for mutant in mutants if mutant.cell in options.cells.split(",")]
     stale = unmatched(load_equivalents(), mutants_of(course, options.assignment))
     if options.list:
         for mutant in mutants:
