@@ -129,7 +129,8 @@ def cell_mutants(assignment: str, cell: str, group: str, code: str,
     for name, operator in operators():
         if only is not None and name not in only:
             continue
-        places = [start for node in ast_nodes(tree) for start, _ in operator.mutation_positions(node)]
+        places = [start for node in ast_nodes(tree)
+                  for start, _ in operator.mutation_positions(node)]
         for occurrence, (line, column) in enumerate(places):
             mutated = mutate_code(code, operator, occurrence)
             if mutated is None or mutated == code:
