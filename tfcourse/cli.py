@@ -133,6 +133,7 @@ def cmd_feedback_service(options) -> int:
 
 
 def cmd_report(options) -> int:
+    from .course import CourseError
     from .insights.classreport import latest, read_class, read_service, write_report
 
     try:
