@@ -167,7 +167,10 @@ def tries(attempts: list[Attempt], assignment: str, order: list[str]) -> list[Tr
     for check in order:
         first, later, never = 0, [], 0
         for gradings in by_student.values():
-            passed = [number for number, graded in enumerate(gradings, 1)
+            held = [graded for graded in gradings if any(c.id == check for c in graded.checks)]
+            if not held:                    # not graded for this student (skipped, say)
+                continue
+            passed = [number for number, graded in enumerate(held, 1)
                       if any(c.id == check and c.passed for c in graded.checks)]
             if not passed:
                 never += 1
@@ -175,7 +178,8 @@ def tries(attempts: list[Attempt], assignment: str, order: list[str]) -> list[Tr
                 first += 1
             else:
                 later.append(passed[0])
-        out.append(Tries(check, first, tuple(later), never))
+        if first or later or never:
+            out.append(Tries(check, first, tuple(later), never))
     return out
 
 
@@ -329,12 +333,12 @@ def _figures(summary: ClassSummary, folder: Path, say, hours=(), deadline=None) 
         files["per_hour"] = "per-hour.png"
 
     if summary.seconds:
-        figure, (left, right) = plt.subplots(1, 2, figsize=(7, 3))
+        figure, (left, right) = plt.subplots(1, 2, figsize=(8, 3))
         left.boxplot(summary.seconds, widths=0.5)
         left.set_ylabel(say("grading time (s)"))
         left.set_xticks([])
         right.boxplot(summary.memory_mb, widths=0.5)
-        right.set_ylabel(say("peak memory of the student's code (MB)"))
+        right.set_ylabel(say("peak memory (MB)"))
         right.set_xticks([])
         figure.tight_layout()
         figure.savefig(folder / "cost.png", dpi=110)
@@ -370,7 +374,7 @@ def write_csv(summary: ClassSummary, graded: list[Graded], folder: Path) -> None
 
 
 def page(summary: ClassSummary, title: str, figures: dict[str, str], lang: str, say,
-         shown_kinds: int = 5, tries: list | None = None) -> str:
+         shown_kinds: int = 5, tries: list | None = None, deadline: bool = False) -> str:
     """The assignment's report as one HTML page (jinja2; see templates/report.html)."""
     import jinja2
 
@@ -381,7 +385,7 @@ def page(summary: ClassSummary, title: str, figures: dict[str, str], lang: str, 
     return environment.get_template("report.html").render(
         summary=summary, title=title, figures=figures, lang=lang, say=say,
         shown_kinds=shown_kinds, low=low, median=median, high=high, esc=html.escape,
-        tries=tries or [], median_of=lambda values: statistics.median(values) if values else 0)
+        tries=tries or [], deadline=deadline, median_of=lambda values: statistics.median(values) if values else 0)
 
 
 def _hours(attempts: list[Attempt], assignment: str, due) -> tuple[list[float], float | None]:
@@ -426,7 +430,8 @@ def write_report(course: Course | None, graded: list[Graded], out: Path, lang: s
                        [[t.check, t.first, " ".join(map(str, t.later)), t.never]
                         for t in counted])
         write_atomically(folder / "index.html", page(summary, title, figures, lang, say,
-                                                     tries=counted))
+                                                     tries=counted,
+                                                     deadline=deadline is not None))
         pages.append(folder / "index.html")
     links = "".join(f'<li><a href="{html.escape(path.parent.name)}/index.html">'
                     f"{html.escape(path.parent.name)}</a></li>" for path in pages)
