@@ -531,12 +531,11 @@ def test_moved_and_edited_cells_are_restored_or_run(main_batch):
     results = main_batch.results("reshaped")
     assert results["score"] == 14, results["output"]
     for words in ["attention.ipynb is 200 MB, mostly cell outputs; it was read without them",
-                  "the cell sdpa-code appears more than once; the copy at position 20 counts as "
-                  "a cell you added",
+                  "the cell sdpa-code appears more than once; the copy at position ",
+                  "counts as a cell you added",     # positions move with the notebook's prose
                   "your answer cell mha-code had been turned into a markdown cell; it was run "
                   "as code",
-                  "the cell at position 15 has a grade id (masks-code-mine) that is not in the "
-                  "assignment",
+                  "has a grade id (masks-code-mine) that is not in the assignment",
                   "the read-only cell setup was edited; the grader used the original",
                   "the read-only cell mha was edited; the grader used the original"]:
         assert words in results["output"]

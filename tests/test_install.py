@@ -39,12 +39,15 @@ def test_the_wheel_holds_no_grader_and_needs_no_instructor_tool(tmp_path):
                 or "solutions/" in name or "standins" in name or "test_" in name]
     # the student library, the engine's data files and messages ship
     for needed in ("tfcourse/student/checks.py", "tfcourse/sandbox/keeper.py",
-                   "tfcourse/grading/plugin.py", "tfcourse/locale/es.yaml"):
+                   "tfcourse/grading/plugin.py", "tfcourse/locale/es.yaml",
+                   "tfcourse/insights/templates/report.html"):
         assert needed in names
     required = [r for r in metadata.get_all("Requires-Dist") if "extra ==" not in r]
     assert {r.split(">")[0].split("=")[0].strip().lower() for r in required} == {
         "torch", "matplotlib", "tqdm", "nbformat", "pyyaml"}
     instructor = [r.split(">")[0].strip() for r in metadata.get_all("Requires-Dist")
                   if 'extra == "instructor"' in r]
-    assert set(instructor) == {"pytest", "nbgrader", "jupyterlab", "nbclient"}
+    # the instructor's tools, and the class report's (jinja2) and similarity's (copydetect)
+    assert set(instructor) == {"pytest", "nbgrader", "jupyterlab", "nbclient", "jinja2",
+                               "copydetect"}
     assert not INSTRUCTOR_ONLY & {r.split(">")[0].strip() for r in required}
