@@ -57,6 +57,13 @@ ZEROS_SDPA = code("""
     def scaled_dot_product_attention(q, k, v, mask=None):
         return torch.zeros(*q.shape[:-1], v.shape[-1]), torch.zeros(*q.shape[:-1], k.shape[-2])
 """)
+# The twin of a uniform attention: the same output (the mean of the values, which varies with the
+# input, as sdpa.shapes asks), with no attention at all behind it.
+MEAN_OF_VALUES_SDPA = code("""
+    def scaled_dot_product_attention(q, k, v, mask=None):
+        out = v.mean(-2, keepdim=True).expand(*q.shape[:-1], v.shape[-1])
+        return out, torch.zeros(*q.shape[:-1], k.shape[-2])
+""")
 UNWRITTEN_MHA = replace_in(BOOL_MHA, "return torch.ones(x_q.shape, dtype=torch.bool)",
                            "raise NotImplementedError()")
 NAN_SDPA = code("""
@@ -190,7 +197,7 @@ def _pairs():
          {"sdpa-code": ZEROS_SDPA, "mha-code": UNWRITTEN_MHA}, []),
         ("nan_replies", "01-attention", {"sdpa-code": NAN_SDPA}, {"sdpa-code": ZEROS_SDPA}, []),
         ("input_independent", "01-attention", {"sdpa-code": UNIFORM_SDPA, "mha-code": MEAN_MHA},
-         {"sdpa-code": ZEROS_SDPA, "mha-code": stubs1["mha-code"]}, []),
+         {"sdpa-code": MEAN_OF_VALUES_SDPA, "mha-code": stubs1["mha-code"]}, []),
         ("trivial_layers", "02-layers", {"encoder-code": TRIVIAL_LAYERS,
                                          "decoder-code": TRIVIAL_DECODER},
          {"encoder-code": unwritten_forward(TRIVIAL_LAYERS,
