@@ -19,7 +19,6 @@ from __future__ import annotations
 import csv
 import html
 import io
-import logging
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +52,6 @@ class Document:
 def _fingerprint(code: str, boilerplate=None):
     from copydetect import CodeFingerprint
 
-    logging.getLogger().setLevel(max(logging.getLogger().level, logging.ERROR))
     return CodeFingerprint("code.py", K, WINDOW, boilerplate=boilerplate, language="python",
                            fp=io.StringIO(code))
 
