@@ -303,7 +303,7 @@ def test_encoder_mask(ctx):
                       "floating", "EncoderLayer on x [2, 6, 12]")
     calls = probes["self_attn"].calls()
     seen = x.clone()
-    seen[0, 1] += 1.5
+    seen[0, 1] += ctx.randn(D)            # not a uniform shift, which a LayerNorm removes
     expect_varies(got[0, 0], as_tensor(student.run(seen, mask), "the output")[0, 0],
                   "the layer's output at position 0", "the token at position 1 (not masked) changed")
     hidden = x.clone()
@@ -601,7 +601,7 @@ def test_decoder_masks(ctx):
                     "the layer's output")
     recorded = {path: probes[path].calls() for path in ("self_attn", "cross_attn")}
     later = y.clone()
-    later[:, 3] += 1.5
+    later[:, 3] += ctx.randn(2, D)          # not a uniform shift, which a LayerNorm removes
     after = _decoder_output(student, later, memory, self_mask, memory_mask)
     expect_varies(out[:, 3], after[:, 3], "the output at position 3", "target token 3 changed")
     if not close(out[:, :3], after[:, :3], ctx.atol, ctx.rtol):
@@ -612,7 +612,7 @@ def test_decoder_masks(ctx):
                    "self_mask ({cause})",
                    cause=_mask_cause(recorded["self_attn"], self_mask, (2, 1, 5, 5)))
     earlier = y.clone()
-    earlier[:, 1] += 1.5
+    earlier[:, 1] += ctx.randn(2, D)
     if close(out[:, 2:], _decoder_output(student, earlier, memory, self_mask, memory_mask)[:, 2:],
              ctx.atol, ctx.rtol):
         raise Fail("positions 2-4 did not change when target token 1 changed: self-attention "
