@@ -39,7 +39,7 @@ def test_the_wheel_holds_no_grader_and_needs_no_instructor_tool(tmp_path):
                 or "solutions/" in name or "standins" in name or "test_" in name]
     # the student library, the engine's data files and messages ship
     for needed in ("tfcourse/student/checks.py", "tfcourse/sandbox/keeper.py",
-                   "tfcourse/grading/plugin.py", "tfcourse/locale/es.yaml",
+                   "tfcourse/submission/plugin.py", "tfcourse/locale/es.yaml",
                    "tfcourse/insights/templates/report.html"):
         assert needed in names
     required = [r for r in metadata.get_all("Requires-Dist") if "extra ==" not in r]
