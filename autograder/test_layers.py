@@ -749,9 +749,9 @@ def _real_tokens(ctx, rows: int, columns: int) -> torch.Tensor:
 
 
 def _tokens(ctx):
-    """Tokens [3, 7]: 4, 1 and 7 real tokens, then pads (PAD_ID)."""
+    """Tokens [3, 7]: 2, 1 and 7 real tokens, then pads (PAD_ID)."""
     tokens = _real_tokens(ctx, 3, 7)
-    tokens[0, 4:] = PAD_ID
+    tokens[0, 2:] = PAD_ID
     tokens[1, 1:] = PAD_ID
     return tokens
 
