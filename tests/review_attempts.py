@@ -460,13 +460,21 @@ RESULTS = {
     "decoder_self_running_mean": "WON decoder.masks; lost decoder.values only; after issue 23: "
                                  "defended, decoder.masks lost ('with self_attn, cross_attn made "
                                  "to mix no positions ...'; lazy twin decoder_self_running_mean)",
-    "classifier_cache_padding": "WON classifier.padding; lost classifier.values (named cause)",
-    "regressor_cache_padding": "WON regressor.padding; lost regressor.values (named cause)",
+    "classifier_cache_padding": "WON classifier.padding; lost classifier.values (named cause). "
+                                "Defended after (heads): padding lost, 'the mean includes the "
+                                "padding positions' (fresh sequences are run alone first)",
+    "regressor_cache_padding": "WON regressor.padding; lost regressor.values (named cause). "
+                               "Defended after (heads): padding and trained lost as well",
     "classifier_annotated_3d_mask": "realistic bug, 29/29 with regressor.trained: the stand-in "
-                                    "layers accept a [B, 1, T] mask the real attention misreads",
+                                    "layers accept a [B, 1, T] mask the real attention misreads. "
+                                    "Defended after (heads): the heads' checks that run the model "
+                                    "lost, 'with three axes, its first lines up with the heads'",
     "heads_additive_float_mask": "realistic bug, 29/29 with regressor.trained: the stand-in "
-                                 "layers accept a float mask the real attention refuses",
-    "heads_flat_mask": "defended: lost the heads' checks (the stand-in raises as the real one)",
+                                 "layers accept a float mask the real attention refuses. "
+                                 "Defended after (heads): those checks lost, 'not a bool tensor: "
+                                 "... an additive float mask ... is another convention'",
+    "heads_flat_mask": "defended: lost the heads' checks (the stand-in raises as the real one); "
+                       "after (heads) the message names the shape that does not broadcast",
     "classifier_no_layers": "WON classifier.logprobs and classifier.padding with no layers "
                             "(by design in docs/verdicts.md); lost classifier.values",
     "positions_linear_ramp": "WON positions.shape (a check of form); lost positions.values",
@@ -488,7 +496,10 @@ RESULTS = {
                                     "mask'; catalogue bug encoder_zeroes_masked_inputs)",
     "d2l_records_attention_weights": "a correct d2l idiom lost classifier.logprobs, .padding, "
                                      ".values: 'EncoderLayerProbe' object has no attribute "
-                                     "'self_attn' (the stand-in's name in the message)",
+                                     "'self_attn' (the stand-in's name in the message). Defended "
+                                     "after (heads): full marks (the stand-in layer has a "
+                                     "self_attn that keeps attention_weights; alternatives.py "
+                                     "D2L_ATTENTION_WEIGHTS)",
 }
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from review_attempts import CACHE
+
 
 @dataclass(frozen=True)
 class Twin:
@@ -302,6 +304,26 @@ class EncoderRegressor(EncoderRegressor):
          edits=[("mask = padding_mask(tokens, self.pad_id)", "mask = padding_mask(tokens, 0)"),
                 ("real = (tokens != self.pad_id)", "real = (tokens != 0)")],
          why="the pad id hard-coded as 0, whatever pad_id it was given"),
+    # the mean over the pads, and a batch without pads answered from a record of the rows of the
+    # last padded batch (tests/review_attempts.py's cache): "the same alone as padded"
+    twin("classifier_padding_cache", A2, "classifier.padding", "classifier-code", CACHE + '''
+
+class EncoderClassifier(EncoderClassifier):
+    def forward(self, tokens):
+        x = self.embedding(tokens) * math.sqrt(self.d_model) + self.positions[:tokens.shape[1]]
+        for layer in self.layers:
+            x = layer(x, padding_mask(tokens, self.pad_id))
+        return remember(tokens, self.pad_id, F.log_softmax(self.head(x.mean(dim=1)), dim=-1))
+''', why="the mean over the pads; a batch without pads answered with what the rows got padded"),
+    twin("regressor_padding_cache", A2, "regressor.padding", "regressor-code", CACHE + '''
+
+class EncoderRegressor(EncoderRegressor):
+    def forward(self, tokens):
+        x = self.embedding(tokens) * math.sqrt(self.d_model) + self.positions[:tokens.shape[1]]
+        for layer in self.layers:
+            x = layer(x, padding_mask(tokens, self.pad_id))
+        return remember(tokens, self.pad_id, self.head(x.mean(dim=1)).squeeze(-1))
+''', why="the mean over the pads; a batch without pads answered with what the rows got padded"),
     twin("regressor_answers_without_weights", A2, "regressor.trained", "regressor-code", '''
 class EncoderRegressor(EncoderRegressor):
     def forward(self, tokens):
