@@ -8,6 +8,7 @@ import math
 import re
 
 import pytest
+import torch
 
 from tfcourse import notebook
 
@@ -63,6 +64,23 @@ def test_the_variance_of_q_dot_k_is_d_k_and_only_the_unscaled_softmax_sharpens()
     assert max(scaled) - min(scaled) < 0.05
 
 
+def test_a_saturated_softmax_passes_almost_no_gradient_to_any_score_the_winners_included():
+    numbers = torch.Generator().manual_seed(0)
+    q = torch.randn(1000, 1, 512, generator=numbers)
+    k = torch.randn(1000, 10, 512, generator=numbers)
+    scores = (q @ k.transpose(-2, -1)).squeeze(1)
+    sizes = []
+    for scaled in (scores, scores / math.sqrt(512)):
+        p = scaled.softmax(dim=-1)
+        jacobian = torch.diag_embed(p) - p[:, :, None] * p[:, None, :]   # d weights / d scores
+        sizes.append(jacobian.flatten(1).norm(dim=1).median().item())
+    unscaled, scaled = sizes
+    assert unscaled < 0.01 * scaled, sizes
+    assert "the others get almost no gradient" not in prose("01-attention", "en")
+    assert "the winner's included, hardly moves the weights" in prose("01-attention", "en")
+    assert "también el de la ganadora, casi no mueve los pesos" in prose("01-attention", "es")
+
+
 # -- 02 --------------------------------------------------------------------------------------------
 def test_the_lowest_frequency_is_the_one_the_prose_gives():
     lowest = 10000 ** (-(32 - 2) / 32)
@@ -71,6 +89,19 @@ def test_the_lowest_frequency_is_the_one_the_prose_gives():
         text = prose("02-layers", lang)
         assert "1/5623" in text and "10000^{-(d_{model}-2)/d_{model}}" in text
         assert "from 1 to $1/10000$" not in text and "de 1 a $1/10000$" not in text
+
+
+def test_a_fixed_offset_is_the_same_rotation_of_the_encoding_at_every_position():
+    d_model, k = 32, 3
+    rate = 10000 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    angle = torch.arange(64, dtype=torch.float64)[:, None] * rate
+    sin, cos = angle.sin(), angle.cos()                       # columns 2i and 2i+1 of the table
+    turn_sin, turn_cos = (k * rate).sin(), (k * rate).cos()   # depends on k and i, not on p
+    assert torch.allclose(sin[k:], sin[:-k] * turn_cos + cos[:-k] * turn_sin)
+    assert torch.allclose(cos[k:], cos[:-k] * turn_cos - sin[:-k] * turn_sin)
+    assert "is the same linear function of $PE_p$ at every position" in prose("02-layers", "en")
+    assert "es la misma función lineal de $PE_p$ en todas las posiciones" in prose("02-layers",
+                                                                                  "es")
 
 
 def test_masking_makes_the_regressor_blind_to_padding_and_no_mask_is_not():
@@ -143,6 +174,24 @@ def test_other_lengths_mostly_fail_and_teacher_forcing_shows_the_exposure_bias()
             assert forced_digits > greedy_digits + 5  # exposure bias, seen in the digits
     text = prose("03-sorting", "en")
     assert "Positions 10 to 13 (counting from 0)" in text and "11-14" not in text
+
+
+def test_without_positions_the_sorter_still_sorts_and_is_blind_to_the_order_of_its_source():
+    rows = {name: tuple(map(float, numbers)) for name, *numbers in re.findall(
+        r"(with positions|without) *: sorted +" + NUMBER + r"% \(length 12: +" + NUMBER
+        + r"%\) +largest move of a logit when the sources are shuffled: (\d\.\de[+-]\d+)",
+        printed("03-sorting", "demo-nope"))}
+    assert set(rows) == {"with positions", "without"}
+    (sorted_with, _, moved_with), (sorted_without, at_12, moved_without) = (
+        rows["with positions"], rows["without"])
+    assert sorted_with >= 99 and sorted_without >= 99     # "it still sorts ten digits"
+    assert moved_without < 1e-4                           # "none of its logits beyond rounding"
+    assert moved_with > 1000 * moved_without              # "by far more"
+    assert at_12 < 50                                     # "fails too, more often than not"
+    assert "decoder can count how many tokens" not in prose("03-sorting", "en")
+    for lang, words in (("en", "Will the model without positions still sort ten digits?"),
+                        ("es", "¿El modelo sin posiciones seguirá ordenando diez dígitos?")):
+        assert words in prose("03-sorting", lang)
 
 
 @pytest.mark.parametrize("assignment", list(NOTEBOOK_OF))
