@@ -75,24 +75,21 @@ def run_visible_checks(path: Path, timeout: int = 600) -> int:
     from ..i18n import render
     needs_kernel = render("tfcourse check runs the notebook in a Jupyter kernel: run it where "
                           "JupyterLab is installed, or pip install nbclient ipykernel", {}, "en")
-    if importlib.util.find_spec("nbclient") is None:    # nbclient comes with JupyterLab
+    if importlib.util.find_spec("nbclient") is None:
         print(needs_kernel)
         return 2
     try:            # a file that is not there is said at once, before nbformat and nbclient load
         path.open("rb").close()
-    except OSError as error:
-        print(render("cannot read {path}: {error}", {"path": path, "error": error}, "en"))
-        return 2
-    import nbformat
-    try:
-        import nbclient  # noqa: F401 - installed, but it may not load
-    except ImportError:
-        print(needs_kernel)
-        return 2
-    try:
+        import nbformat
         nb = nbformat.read(str(path), as_version=4)
     except (OSError, ValueError) as error:
         print(render("cannot read {path}: {error}", {"path": path, "error": error}, "en"))
+        return 2
+    try:        # a Jupyter kernel runs the notebook: nbclient comes with JupyterLab
+        from nbclient import NotebookClient
+        from nbclient.exceptions import CellTimeoutError, DeadKernelError
+    except ImportError:
+        print(needs_kernel)
         return 2
     lang = (nb.metadata.get("tfcourse") or {}).get("lang", "en")
 
@@ -100,7 +97,18 @@ def run_visible_checks(path: Path, timeout: int = 600) -> int:
         return render(template, params, lang)
 
     tests, skipped = _prepare(nb)
-    stopped = _execute(nb, path, timeout, say)
+    client = NotebookClient(nb, timeout=timeout, allow_errors=True,
+                            resources={"metadata": {"path": str(path.resolve().parent)}})
+    _announce(nb, path, say)
+    stopped = None
+    try:
+        # The kernel's own log (transport warnings) is noise to a student; outputs come by messages.
+        client.execute(stderr=subprocess.DEVNULL,
+                       env={**os.environ, KERNEL_MARK: str(path.resolve())})
+    except CellTimeoutError:
+        stopped = say("a cell ran longer than {seconds} s, so the run stopped there", seconds=timeout)
+    except DeadKernelError:
+        stopped = say("the kernel died (out of memory?), so the run stopped there")
     return _report(nb, tests, skipped, stopped, say)
 
 
@@ -124,29 +132,14 @@ def _prepare(nb) -> tuple[list, list[str]]:
     return tests, skipped
 
 
-def _execute(nb, path: Path, timeout: int, say) -> str | None:
-    """Run the notebook in a kernel in its folder; why the run stopped early, or None."""
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellTimeoutError, DeadKernelError
-
+def _announce(nb, path: Path, say) -> None:
     from .. import notebook
 
-    client = NotebookClient(nb, timeout=timeout, allow_errors=True,
-                            resources={"metadata": {"path": str(path.resolve().parent)}})
     if notebook.cells_with_role(nb, "recipe"):
         print(say("running {path} as it is saved on disk (its training cells too, so this can "
                   "take a few minutes)...", path=path))
     else:
         print(say("running {path} as it is saved on disk...", path=path))
-    try:
-        # The kernel's own log (transport warnings) is noise to a student; outputs come by messages.
-        client.execute(stderr=subprocess.DEVNULL,
-                       env={**os.environ, KERNEL_MARK: str(path.resolve())})
-    except CellTimeoutError:
-        return say("a cell ran longer than {seconds} s, so the run stopped there", seconds=timeout)
-    except DeadKernelError:
-        return say("the kernel died (out of memory?), so the run stopped there")
-    return None
 
 
 def _report(nb, tests: list, skipped: list[str], stopped: str | None, say) -> int:
