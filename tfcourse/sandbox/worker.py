@@ -271,7 +271,7 @@ class Worker:
         no __wrapped__.
 
         The student's code runs in this process, so it can undo this (or find the original
-        function some other way): the static rule (grading/rules.py) is the main defence, and
+        function some other way): the static rule (submission/rules.py) is the main defence, and
         this the second net, for what that rule cannot see."""
         matchers = [(last, pattern) for _, last, pattern in rulebook.matchers(forbidden)]
 
