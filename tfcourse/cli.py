@@ -9,6 +9,7 @@
     tfcourse feedback-service --exchange DIR  on a hub: grade each submission as it arrives
     tfcourse report GRADED --out DIR          a class report: scores, checks, messages, cost
     tfcourse similarity SUBMITTED --out DIR   pairs of submissions whose code is alike
+    tfcourse config [SETTING] [--markdown]    what a course.yaml setting means, and its default
 """
 from __future__ import annotations
 
@@ -252,6 +253,33 @@ def _add_feedback_service(commands, argv) -> None:
     service.set_defaults(run=cmd_feedback_service)
 
 
+def cmd_config(options) -> int:
+    from . import config
+
+    if options.markdown:
+        print(config.markdown(), end="")
+        return 0
+    if not options.setting:
+        print(config.listing())
+        return 0
+    text = config.describe(options.setting)
+    if text is None:
+        print(f"tfcourse config: {options.setting!r} is no setting of course.yaml "
+              f"(`tfcourse config` lists them)", file=sys.stderr)
+        return 2
+    print(text)
+    return 0
+
+
+def _add_config(commands) -> None:
+    config = commands.add_parser("config", help="what a course.yaml setting means, its type and "
+                                                 "default (all of them, without SETTING)")
+    config.add_argument("setting", nargs="?", help="a setting's path, e.g. limits.memory_mb")
+    config.add_argument("--markdown", action="store_true",
+                        help="every setting as docs/course-yaml.md writes them")
+    config.set_defaults(run=cmd_config)
+
+
 def parser(argv=None) -> argparse.ArgumentParser:
     """The command line."""
     argv = sys.argv[1:] if argv is None else argv
@@ -263,6 +291,7 @@ def parser(argv=None) -> argparse.ArgumentParser:
     _add_grade(commands)
     _add_check_and_gradescope(commands)
     _add_insights(commands)
+    _add_config(commands)
     _add_feedback_service(commands, argv)
     return top
 

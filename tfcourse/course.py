@@ -36,17 +36,18 @@ class CourseError(Exception):
 def setting(default: Any = MISSING, *, factory: Any = MISSING, key: str | None = None,
             optional: bool = False, low: float | None = None, above: float | None = None,
             high: float | None = None, aliases: tuple = (), read: Callable | None = None,
-            what: str | None = None):
+            what: str | None = None, help: str = ""):
     """A dataclass field that course.yaml sets.
 
     key: its name in course.yaml (default: the field's). optional: course.yaml may leave it out
     although the field has no default (the reader of the enclosing object fills it in). low, above,
     high: a number's range (>= low, > above, <= high). aliases: (written, meant) pairs of a
     Literal's other spellings. read(value, where): reads a value of a type the validator does not
-    know by itself; what: how the messages describe such a value."""
+    know by itself; what: how the messages describe such a value. help: what the setting
+    means, in a sentence (`tfcourse config` and docs/course-yaml.md show it)."""
     return field(default=default, default_factory=factory, metadata={
         "setting": True, "key": key, "optional": optional, "low": low, "above": above,
-        "high": high, "aliases": aliases, "read": read, "what": what})
+        "high": high, "aliases": aliases, "read": read, "what": what, "help": help})
 
 
 def _at(where: str) -> str:
@@ -220,42 +221,49 @@ def _read_only(mapping: Mapping) -> Mapping:
 @dataclass(frozen=True)
 class Training:
     """The trained-model check (course.yaml `training`)."""
-    seed: int = setting(low=0)                   # the training run's seed
-    eval_sequences: int = setting(above=0)       # sequences the trained model sorts
-    eval_length: int = setting(above=0)          # their length
-    threshold: float = setting(low=0, high=1)    # share of them it must sort exactly right
+    seed: int = setting(low=0, help="the seed of the training run")
+    eval_sequences: int = setting(above=0, help="how many sequences the trained model sorts")
+    eval_length: int = setting(above=0, help="the length of those sequences")
+    threshold: float = setting(low=0, high=1, help="the share of them it must sort exactly right")
 
 
 @dataclass(frozen=True)
 class Regression:
     """The trained regressor check of 02-layers (course.yaml `regression`)."""
-    seed: int = setting(low=0)                   # the training run's seed
-    eval_sequences: int = setting(above=0)       # fresh sequences the trained model is judged on
-    max_error: float = setting(above=0)          # the mean absolute error it must stay below
+    seed: int = setting(low=0, help="the seed of the training run")
+    eval_sequences: int = setting(above=0, help="fresh sequences the trained model is judged on")
+    max_error: float = setting(above=0, help="the mean absolute error it must stay below")
 
 
 @dataclass(frozen=True)
 class Tolerance:
     """Numerics against the reference (course.yaml `tolerance`)."""
-    atol: float = setting(low=0)
-    rtol: float = setting(low=0)
+    atol: float = setting(low=0, help="absolute tolerance of values compared with the reference")
+    rtol: float = setting(low=0, help="relative tolerance of values compared with the reference")
 
 
 @dataclass(frozen=True)
 class Limits:
     """course.yaml `limits`; `Course.limit(name)` gives one as a float."""
-    check_seconds: float = setting(above=0)
-    training_seconds: float = setting(above=0)
-    submission_seconds: float = setting(above=0)
-    cell_seconds: float = setting(above=0)
-    notebook_mb: float = setting(above=0)        # larger notebooks are read without their outputs
-    memory_mb: int = setting(3072, above=0)
-    disk_mb: int = setting(256, above=0)
-    processes: int = setting(64, above=0)
-    output_kb: int = setting(256, above=0)
-    notebook_file_mb: float = setting(256.0, above=0)  # larger notebook files are refused
-    code_kb: float = setting(256.0, above=0)     # the student's code in one notebook, at most
-    grader_memory_mb: int = setting(2048, above=0)   # the trusted grader of one submission
+    check_seconds: float = setting(above=0, help="seconds for one check (the training check has "
+                                                  "its own limit)")
+    training_seconds: float = setting(above=0, help="seconds for the training check")
+    submission_seconds: float = setting(above=0, help="seconds for one notebook, all checks "
+                                                       "together")
+    cell_seconds: float = setting(above=0, help="seconds for one notebook cell while the "
+                                                 "submission's code is loaded")
+    notebook_mb: float = setting(above=0, help="larger notebook files are read without their "
+                                                "outputs")
+    memory_mb: int = setting(3072, above=0, help="MB for the student's processes together, shared "
+                                                 "memory and memfd included")
+    disk_mb: int = setting(256, above=0, help="MB they may write, work folder and temporary files "
+                                              "together; also the largest single file")
+    processes: int = setting(64, above=0, help="processes and threads the student's code may run")
+    output_kb: int = setting(256, above=0, help="what the student's code may print (KB)")
+    notebook_file_mb: float = setting(256.0, above=0, help="larger notebook files are refused")
+    code_kb: float = setting(256.0, above=0, help="the student's code in one notebook, at most")
+    grader_memory_mb: int = setting(2048, above=0, help="memory of the trusted grader of one "
+                                                         "submission (MB)")
 
 
 IsolationMode = Literal["auto", "bwrap", "process"]
@@ -266,20 +274,25 @@ AcceptWeaker = Literal[False, "process", "same-user"]
 @dataclass(frozen=True)
 class SandboxSettings:
     """How student code is isolated (course.yaml `sandbox`; tfcourse/sandbox/launch.py)."""
-    isolation: IsolationMode = setting("auto")
-    # how much weaker than bubblewrap isolation may be; true means process, "no" false
-    accept_weaker: AcceptWeaker = setting(False, aliases=((True, "process"), ("no", False)))
-    user: str = setting("nobody")                # when grading as root, student code runs as it
-    gpu: bool = setting(False)                   # student code may use the machine's GPUs
-    threads: int = setting(1, low=1)             # torch threads of the student's process
-    cpu_kernels: CpuKernels = setting("avx2")    # torch's CPU kernels there (launch.py says why)
+    isolation: IsolationMode = setting("auto", help="auto or bwrap: bubblewrap, which shows "
+                                                     "student code only the interpreter and its "
+                                                     "own folder; process: a plain process")
+    accept_weaker: AcceptWeaker = setting(False, aliases=((True, "process"), ("no", False)),
+                                          help="how much weaker than bubblewrap isolation may be; "
+                                               "true means process, \"no\" false")
+    user: str = setting("nobody", help="when grading as root, student code runs as this user")
+    gpu: bool = setting(False, help="student code may use the machine's GPUs")
+    threads: int = setting(1, low=1, help="torch threads of the student's process")
+    cpu_kernels: CpuKernels = setting("avx2", help="torch's CPU kernels there "
+                                                   "(tfcourse/sandbox/launch.py says why)")
 
 
 @dataclass(frozen=True)
 class Rules:
     """course.yaml `rules`: torch's names a stub must not reach, and exceptions to them."""
-    forbidden: tuple[str, ...] = setting()
-    allowed: tuple[str, ...] = setting(())
+    forbidden: tuple[str, ...] = setting(help="torch's names a stub must not reach (its last "
+                                              "part is matched anywhere under torch)")
+    allowed: tuple[str, ...] = setting((), help="names of `forbidden` that are allowed after all")
 
 
 Visibility = Literal["visible", "score_only", "after_deadline"]
@@ -301,11 +314,14 @@ class FeedbackOnSubmit:
     """course.yaml `feedback`: the hub's feedback on submit (tfcourse/hub/, docs/jupyterhub.md).
     Fair use: gradings per student and assignment in any hour and any 24 hours; what each check
     shows before its assignment's deadline (after it, everything)."""
-    per_hour: int = setting(3, low=0)
-    per_day: int = setting(12, low=0)
-    before_deadline: Visibility = setting("visible")
+    per_hour: int = setting(3, low=0, help="gradings per student and assignment in any hour")
+    per_day: int = setting(12, low=0, help="gradings per student and assignment in any 24 hours")
+    before_deadline: Visibility = setting("visible", help="what a check shows before the "
+                                                          "deadline")
     checks: Mapping[str, str] = setting(factory=lambda: MappingProxyType({}), read=_visibilities,
-                                        what="a mapping from check to visibility")
+                                        what="a mapping from check to visibility",
+                                        help="a check (group.test) or a group, to what it shows "
+                                             "before the deadline, where not before_deadline")
 
     def visibility(self, test_id: str) -> str:
         """What the check `test_id` (group.test) shows before the deadline."""
@@ -529,19 +545,22 @@ def _assignments(value, where: str) -> tuple[Assignment, ...]:
 @dataclass(frozen=True)
 class Course:
     root: Path
-    id: str = setting()
-    assignments: tuple[Assignment, ...] = setting(read=_assignments, what="a list of assignments")
-    training: Training = setting()
-    regression: Regression = setting()
-    tolerance: Tolerance = setting()
-    limits: Limits = setting()
-    sandbox: SandboxSettings = setting()
-    rules: Rules = setting()
+    id: str = setting(help="the course's id")
+    assignments: tuple[Assignment, ...] = setting(read=_assignments, what="a list of assignments",
+                                                  help="the assignments, in order")
+    training: Training = setting(help="the trained-model check of 03-sorting")
+    regression: Regression = setting(help="the trained regressor check of 02-layers")
+    tolerance: Tolerance = setting(help="numerics against the reference")
+    limits: Limits = setting(help="time, memory and size limits of grading")
+    sandbox: SandboxSettings = setting(help="how student code is isolated")
+    rules: Rules = setting(help="torch's ready-made attention, which stubs must not reach")
     titles: Mapping[str, str] = setting(key="title", optional=True, read=_titles,
-                                        what="a string or a mapping from language to string")
-    language: str = setting("en")               # the edition `tfcourse build` writes
-    languages: tuple[str, ...] = setting(("en",))
-    feedback: FeedbackOnSubmit = setting(factory=FeedbackOnSubmit)
+                                        what="a string or a mapping from language to string",
+                                        help="the course's title, or one per language")
+    language: str = setting("en", help="the edition `tfcourse build` writes")
+    languages: tuple[str, ...] = setting(("en",), help="the languages of the course's editions")
+    feedback: FeedbackOnSubmit = setting(factory=FeedbackOnSubmit,
+                                         help="the hub's feedback on submit")
     # course.yaml as read, read-only at its top (for a test or a tool that writes a variant)
     raw: Mapping = field(repr=False, compare=False, default_factory=lambda: MappingProxyType({}))
 
