@@ -11,7 +11,8 @@ import types
 import typing
 from dataclasses import MISSING, fields, is_dataclass
 
-from .course import COURSE_FILE, Course, _show
+from .course import COURSE_FILE, Course
+from .schema import _show
 
 DOC = "docs/course-yaml.md"
 
