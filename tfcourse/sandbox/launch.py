@@ -41,7 +41,7 @@ from .binds import (INSIDE_LIB, INSIDE_PYTHON, INSIDE_WORK, Binds, gpu_binds, in
 from .limits import DISK, MEMORY, PROCESSES, Cgroup, Limits
 from .seccomp import student_filter
 
-HARNESS = ("worker.py", "channel.py")
+HARNESS = ("worker.py", "channel.py", "rulebook.py")
 # The course's stand-ins (modules the graders put in place of a student's parts), copied beside
 # the worker from the course folder: autograder/<this name>.
 STANDINS = "standins.py"

@@ -15,7 +15,9 @@ prints the points at the end (`--grade-report FILE` writes the report as JSON). 
 (grade.py), and take the report from it.
 
 The plugin is inert for any other test: only tests of a module that course.yaml names as graders
-are graded.
+are graded. It is a `pytest11` entry point, so it loads into every pytest run where tfcourse is
+installed: at load it imports pytest alone; the course, the sandbox and torch are imported when a
+run collects a grader module (or grades a submission).
 """
 from __future__ import annotations
 
@@ -23,14 +25,13 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from ..course import Course, CourseError, find_course_root, load_course
-from ..sandbox.session import OutOfTime, TimedOut
-from ..source import assignment_source
-from .framework import verdict
-from .report import SubmissionReport, TestResult, shown
+if TYPE_CHECKING:
+    from ..course import Course
+    from .report import SubmissionReport, TestResult
 
 GRADING = pytest.StashKey["Grading"]()
 
@@ -57,7 +58,7 @@ class SubmissionRun:
     """One assignment of one submission: its notebooks (each a grade.NotebookRun, made when a
     check first needs it) and the outcome of each collected test."""
 
-    def __init__(self, course: Course, assignment, name: str, notebooks: dict,
+    def __init__(self, course: "Course", assignment, name: str, notebooks: dict,
                  config, *, skip=frozenset(), prestarted=None, standins=None):
         self.course, self.assignment, self.name = course, assignment, name
         self.notebooks, self.config, self.skip = notebooks, config, frozenset(skip)
@@ -76,6 +77,9 @@ class SubmissionRun:
 
     def notebook(self, group):
         """The NotebookRun holding `group`'s test cell."""
+        from ..course import CourseError
+        from ..source import assignment_source
+
         if self._notebook_of_group is None:
             source = assignment_source(self.course, self.assignment.id)
             self._notebook_of_group = {group.id: name for name in self.notebooks
@@ -101,9 +105,11 @@ class SubmissionRun:
     def record(self, test_id: str, outcome: Outcome) -> None:
         self.outcomes.setdefault(test_id, []).append(outcome)
 
-    def finish(self) -> SubmissionReport:
+    def finish(self) -> "SubmissionReport":
         """Every notebook's report, with a result for every check of course.yaml: a check whose
         test did not run (deselected, or pytest stopped) is not graded."""
+        from .report import SubmissionReport
+
         report = SubmissionReport(self.assignment.id, self.name)
         for name in self.notebooks:
             run = self._run_of(name)      # also a notebook no check ran: read for its notes
@@ -117,7 +123,9 @@ class SubmissionRun:
         report.seconds = round(time.monotonic() - self.started, 2)
         return report
 
-    def _result(self, test_id: str, points: float, refusal) -> TestResult:
+    def _result(self, test_id: str, points: float, refusal) -> "TestResult":
+        from .report import TestResult, shown
+
         outcomes = self.outcomes.get(test_id)
         seconds = sum(outcome.seconds for outcome in outcomes or [])
         if test_id in self.skip:
@@ -142,7 +150,7 @@ class Grading:
     """The plugin's state for one pytest session: which collected tests grade which check, and
     the submissions they grade (given by the trusted grader, or made from the command line)."""
 
-    def __init__(self, course: Course | None = None, runs: dict | None = None, options=None):
+    def __init__(self, course: "Course | None" = None, runs: dict | None = None, options=None):
         self.course, self.runs, self.options = course, dict(runs or {}), options
         self.checks: dict[str, Check] = {}       # item nodeid -> Check
         self.problem = ""                         # why grading could not happen at all
@@ -159,7 +167,7 @@ class Grading:
         return Preset()
 
     # -- from the command line -----------------------------------------------------------------
-    def run_for(self, course: Course, assignment) -> SubmissionRun:
+    def run_for(self, course: "Course", assignment) -> SubmissionRun:
         """The submission a command-line session grades for `assignment`."""
         if assignment.id in self.runs:
             return self.runs[assignment.id]
@@ -230,6 +238,8 @@ class Grading:
         path = Path(str(getattr(item, "path", "") or item.fspath)).resolve()
         if path.parent.name != "autograder":
             return None
+        from ..course import CourseError, find_course_root, load_course
+
         course = self.course
         if course is None or course.root != path.parent.parent:
             try:
@@ -249,6 +259,9 @@ class Grading:
         check = self.checks.get(item.nodeid)
         if check is None:
             return
+        from ..sandbox.session import OutOfTime, TimedOut
+        from .framework import verdict
+
         if report.when == "call" and report.passed:
             check.run.record(check.test_id, Outcome(1.0, seconds=report.duration))
             return
@@ -268,7 +281,7 @@ class Grading:
         check.run.record(check.test_id, Outcome(0.0, template, params, internal,
                                                 report.duration))
 
-    def finish(self) -> dict[str, SubmissionReport]:
+    def finish(self) -> "dict[str, SubmissionReport]":
         return {assignment_id: run.finish() for assignment_id, run in self.runs.items()}
 
 
@@ -329,20 +342,25 @@ def pytest_collection_modifyitems(session, config, items):
     grading = config.stash[GRADING]
     try:
         grading.collect(config, items)
-    except CourseError as error:
-        grading.problem = str(error)
-        raise pytest.UsageError(str(error)) from None
     except pytest.UsageError as error:
         grading.problem = str(error)
         raise
+    except Exception as error:
+        from ..course import CourseError
+
+        if not isinstance(error, CourseError):
+            raise
+        grading.problem = str(error)
+        raise pytest.UsageError(str(error)) from None
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
-    outcome = yield
+    report = yield
     config = item.config
     if GRADING in config.stash:
-        config.stash[GRADING].record(item, outcome.get_result(), call)
+        config.stash[GRADING].record(item, report, call)
+    return report
 
 
 @pytest.fixture
