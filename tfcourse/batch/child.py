@@ -26,7 +26,8 @@ from tfcourse.course import Course
 
 from ..process import PARENT_OPTION
 from ..sandbox import forked
-from ..sandbox.limits import MEMORY, Cgroup, Limits, parents_of
+from ..sandbox.limits import MEMORY, PARENT_VARIABLE, Cgroup, Limits, parents_of
+from ..sandbox.settings import SANDBOX_FOLDER
 from ..submission.failures import assignment_of, failure_report
 from ..submission.job import Job
 from ..submission.report import SubmissionReport
@@ -161,6 +162,8 @@ def graders_end_on_signals():
 
 GRADER_TASKS = 256             # processes and threads of one grader (its students' have their own)
 ZYGOTE_OPTION = "--zygote-fd"  # the grader's option that names the zygote's control socket
+# What the sandbox reads where no job says (tests set them): never a grader's, whose job says.
+JOB_VARIABLES = (forked.ZYGOTE_VARIABLE, PARENT_VARIABLE, SANDBOX_FOLDER)
 
 
 def grader_cgroup(course: Course) -> tuple[Cgroup | None, dict[str, str], int | None]:
@@ -244,9 +247,11 @@ def _start(course: Course, job: Path, kept: dict[str, int]):
     fresh = [*args, PARENT_OPTION, str(os.getpid())]
     for option, fd in kept.items():
         fresh += [option, str(fd)]
-    return GRADERS.fork(args, dict(os.environ), course.root, kept) or GRADERS.start(
+    environment = {name: value for name, value in os.environ.items()
+                   if name not in JOB_VARIABLES}
+    return GRADERS.fork(args, environment, course.root, kept) or GRADERS.start(
         [sys.executable, "-m", "tfcourse.submission", *fresh], cwd=course.root,
-        env=dict(os.environ), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=environment, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         pass_fds=list(kept.values()))
 
 
