@@ -30,7 +30,7 @@ import time
 import traceback
 from pathlib import Path
 
-from ..process import PARENT_OPTION, die_with_parent
+from ..process import die_with_parent
 
 PRELOAD = ("torch", "pytest", "tfcourse.submission.__main__", "tfcourse.submission.grade",
            "tfcourse.submission.plugin", "tfcourse.submission.framework")
@@ -119,8 +119,8 @@ def _child(request: dict, stderr: int, ready: int, server: int, channel: socket.
         for option, fd in zip(request.get("kept", []), kept):
             args += [option, str(fd)]
         # dies with the server (its pid taken before the fork: were the server gone already,
-        # getppid would name whoever adopted us, and die_with_parent would end us at once)
-        args += [PARENT_OPTION, str(server)]
+        # getppid would name whoever adopted us, and die_with_parent ends us at once)
+        die_with_parent(server)
         import random
 
         random.seed()                   # as a fresh interpreter, not the server's sequences

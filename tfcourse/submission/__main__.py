@@ -8,9 +8,9 @@ that both interpreters load torch at the same time: a few seconds saved on every
 Whatever goes wrong, a report is written, and it lists every check of the assignment when the
 assignment is known.
 
-Started by the runner (or its fork server), it dies with it: that process's pid comes as
-`--parent PID`, and the kernel sends this process SIGKILL when that process ends
-(PR_SET_PDEATHSIG), even by SIGKILL.
+Started by the runner, it dies with it: the runner's pid comes as `--parent PID`, and the kernel
+sends this process SIGKILL when that process ends (PR_SET_PDEATHSIG), even by SIGKILL. Forked by
+the runner's fork server, it dies with the server, which sees to it before the grader starts.
 """
 import argparse
 import errno
