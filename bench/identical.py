@@ -57,12 +57,14 @@ def grade(checkout: Path, submissions: Path, out: Path) -> tuple[float, float]:
     return time.monotonic() - started, cpu
 
 
-MEASURED = ("fingerprint", "execution_time", "seconds", "peak_memory_mb")
+# (the regressor's check draws its evaluation seed afresh at every grading, by design)
+MEASURED = ("fingerprint", "execution_time", "seconds", "peak_memory_mb", "regressor_eval_seed",
+            "regressor_error")
 
 
 def without_measures(value):
-    """`value` without what is measured rather than decided: the fingerprint (it hashes the
-    engine's code), seconds and peak memory."""
+    """`value` without what is measured or drawn rather than decided: the fingerprint (it hashes
+    the engine's code), seconds, peak memory, the regressor's fresh seed and its error on it."""
     if isinstance(value, dict):
         return {key: without_measures(item) for key, item in value.items()
                 if key not in MEASURED}
