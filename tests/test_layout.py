@@ -24,7 +24,8 @@ from conftest import ROOT
 ENGINE = ROOT / "tfcourse"
 COURSE = ROOT / "autograder"
 STUDENT = ENGINE / "student"
-GRADING_SIDE = ("tfcourse.submission", "tfcourse.sandbox", "tfcourse.adapters", "tfcourse.build")
+GRADING_SIDE = ("tfcourse.submission", "tfcourse.batch", "tfcourse.sandbox", "tfcourse.adapters",
+                "tfcourse.build")
 INSTRUCTOR_TOOLS = ("nbgrader", "nbclient", "jupyterlab", "pytest", "_pytest")
 # The modules of the grading side the visible checks use: the course's rule, read from the code
 # the student ran, as the grader reads it (issue 25), in its pieces (the binding graph, the flagged

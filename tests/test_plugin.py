@@ -122,7 +122,7 @@ def test_a_forged_unsendable_reply_is_named_as_a_dict():
 
 
 def test_student_code_over_the_limit_is_not_checked_against_the_rules(course, tmp_path):
-    from tfcourse.submission.grade import NotebookRun, NotGraded
+    from tfcourse.submission.run import NotebookRun, NotGraded
     answers = {"sdpa-code": solution_cells(A)["sdpa-code"] + "\nx = [" + "1," * 200_000 + "]\n"}
     submission = make_submission(tmp_path / "big", A, answers) / "attention.ipynb"
     run = NotebookRun(course, course.assignment(A), "attention.ipynb", submission, None)

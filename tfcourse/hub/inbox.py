@@ -24,8 +24,9 @@ from pathlib import Path
 
 from tfcourse.course import Course
 from tfcourse.batch.results import private_folder
-from tfcourse.submission.files import (Refused, candidates_in, file_limit_mb, read_inside,
-                                       strip_outputs)
+from tfcourse.submission.files import Refused, file_limit_mb, read_inside
+from tfcourse.submission.finding import candidates_in
+from tfcourse.submission.notebooks import strip_outputs
 
 from .ledger import remove_tree
 

@@ -29,7 +29,8 @@ from pathlib import Path
 
 from tfcourse.course import Course, CourseError
 from tfcourse.batch.results import write_results
-from tfcourse.batch.runner import failure_report, grade_in_child, student_threads
+from tfcourse.batch.child import grade_in_child, student_threads
+from tfcourse.submission.failures import failure_report
 
 from . import page
 from .inbox import Arrival, Watcher, check_inbound, inbound, owner_of, snapshot

@@ -97,8 +97,9 @@ def read_class(course: Course, paths: list[Path], assignment: str | None
                ) -> tuple[str | None, dict[str, str], list[str]]:
     """(the assignment, submission name -> the code its student wrote, lines about what could not
     be read). Submissions are found as `tfcourse grade` finds them."""
-    from tfcourse.batch.runner import expand
-    from tfcourse.submission.files import find_notebooks, read_notebook
+    from tfcourse.batch.survey import expand
+    from tfcourse.submission.finding import find_notebooks
+    from tfcourse.submission.notebooks import read_notebook
 
     codes, problems, seen = {}, [], Counter()
     released: dict[str, set[str]] = {}

@@ -22,7 +22,6 @@ run collects a grader module (or grades a submission).
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +31,7 @@ import pytest
 if TYPE_CHECKING:
     from ..course import Course
     from .report import SubmissionReport, TestResult
+    from .run import SubmissionRun
 
 GRADING = pytest.StashKey["Grading"]()
 
@@ -40,7 +40,7 @@ GRADING = pytest.StashKey["Grading"]()
 @dataclass
 class Check:
     """A collected grader test: which check of which submission it grades."""
-    run: "SubmissionRun"
+    run: "SubmissionRun"             # run.SubmissionRun
     group: object                  # course.CheckGroup
     test_id: str                   # "sdpa.values"
 
@@ -52,98 +52,6 @@ class Outcome:
     params: dict = field(default_factory=dict)
     internal: bool = False
     seconds: float = 0.0
-
-
-class SubmissionRun:
-    """One assignment of one submission: its notebooks (each a grade.NotebookRun, made when a
-    check first needs it) and the outcome of each collected test."""
-
-    def __init__(self, course: "Course", assignment, name: str, notebooks: dict,
-                 config, *, skip=frozenset(), prestarted=None, standins=None):
-        self.course, self.assignment, self.name = course, assignment, name
-        self.notebooks, self.config, self.skip = notebooks, config, frozenset(skip)
-        self.prestarted, self.standins = prestarted, standins
-        self.started = time.monotonic()
-        self._runs: dict = {}
-        self._notebook_of_group: dict[str, str] | None = None
-        self.outcomes: dict[str, list[Outcome]] = {}
-        self.cases: dict[str, int] = {}          # check id -> its collected tests (parametrized)
-        self.refusals: dict[tuple, tuple[str, dict]] = {}     # CheckGroup.part -> the tripwire's
-        # a session of the command line (pytest autograder/... -k mha): a check deselected, or
-        # not run after -x, is not graded, and its points are left out of the total; in the
-        # trusted grader every check not run scores 0 of its points
-        self.selected_only = False
-        self.deselected: set[str] = set()        # checks with a case deselected (-k, -m)
-
-    def notebook(self, group):
-        """The NotebookRun holding `group`'s test cell."""
-        from ..course import CourseError
-        from ..source import assignment_source
-
-        if self._notebook_of_group is None:
-            source = assignment_source(self.course, self.assignment.id)
-            self._notebook_of_group = {group.id: name for name in self.notebooks
-                                       for group in source.groups_in(name)}
-        name = self._notebook_of_group.get(group.id)
-        if name is None:
-            raise CourseError(f"no notebook of {self.assignment.id} has the test cell "
-                              f"{group.id!r}")
-        return self._run_of(name)
-
-    def _run_of(self, name: str):
-        """The NotebookRun of the notebook `name`, made at the first need (the first one made
-        takes the sandbox started beforehand)."""
-        from .grade import NotebookRun
-
-        if name not in self._runs:
-            self._runs[name] = NotebookRun(self.course, self.assignment, name,
-                                           self.notebooks[name], self.config, self.prestarted,
-                                           self.standins)
-            self.prestarted = None
-        return self._runs[name]
-
-    def record(self, test_id: str, outcome: Outcome) -> None:
-        self.outcomes.setdefault(test_id, []).append(outcome)
-
-    def finish(self) -> "SubmissionReport":
-        """Every notebook's report, with a result for every check of course.yaml: a check whose
-        test did not run (deselected, or pytest stopped) is not graded."""
-        from .report import SubmissionReport
-
-        report = SubmissionReport(self.assignment.id, self.name)
-        for name in self.notebooks:
-            run = self._run_of(name)      # also a notebook no check ran: read for its notes
-            notebook = run.finish()
-            for group in run.groups:
-                for test_name, points in group.tests.items():
-                    refusal = self.refusals.get(group.part(test_name))
-                    test_id = f"{group.id}.{test_name}"
-                    notebook.tests.append(self._result(test_id, points, refusal))
-            report.notebooks.append(notebook)
-        report.seconds = round(time.monotonic() - self.started, 2)
-        return report
-
-    def _result(self, test_id: str, points: float, refusal) -> "TestResult":
-        from .report import TestResult, shown
-
-        outcomes = self.outcomes.get(test_id)
-        seconds = sum(outcome.seconds for outcome in outcomes or [])
-        if test_id in self.skip:
-            return TestResult(test_id, 0.0, points, "not graded: skipped", graded=False)
-        if refusal is not None:                  # found after its checks ran: the whole group
-            return TestResult(test_id, 0.0, points, refusal[0],
-                              {key: shown(value) for key, value in refusal[1].items()}, seconds)
-        failed = next((outcome for outcome in outcomes or [] if outcome.points < 1), None)
-        if failed is not None:                   # the first failing case says why
-            return TestResult(test_id, 0.0, points, failed.template, failed.params, seconds,
-                              failed.internal)
-        if test_id in self.deselected:           # not all of its cases were selected
-            return TestResult(test_id, 0.0, points, "not graded: deselected", seconds=seconds,
-                              graded=False)
-        if not outcomes or len(outcomes) < self.cases.get(test_id, 1):   # a case did not run
-            return TestResult(test_id, 0.0, points, "not graded: its grader did not run",
-                              seconds=seconds, graded=not self.selected_only)
-        return TestResult(test_id, points, points, seconds=seconds)
 
 
 class Grading:
@@ -172,8 +80,9 @@ class Grading:
         if assignment.id in self.runs:
             return self.runs[assignment.id]
         from ..sandbox.launch import SandboxConfig
+        from .finding import find_notebooks
         from .reference import helper_files
-        from .files import find_notebooks
+        from .run import SubmissionRun
 
         options = self.options
         submission = options.submission or course.source_dir / assignment.id
@@ -381,7 +290,7 @@ def ctx(request):
     tripped = notebook.after_check(check.group, test)
     if tripped is not None:
         check.run.refusals[check.group.part(test)] = tripped
-        from .grade import NotGraded
+        from .run import NotGraded
 
         raise NotGraded(tripped[0], **tripped[1])
 
@@ -414,7 +323,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     reports = getattr(grading, "reports", None) if grading is not None else None
     if not reports:
         return
-    from ..batch.results import say
+    from .report import say
 
     terminalreporter.section("tfcourse: points")
     for report in reports.values():
