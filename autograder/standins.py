@@ -21,22 +21,59 @@ def _weights(seed: int, *shape: int, scale: float = 1.0) -> torch.Tensor:
     return torch.randn(*shape, generator=generator) * scale
 
 
-def _key_mask(mask, like: torch.Tensor):
-    """Reduce an attention mask to [B or 1, Tq or 1, Tk], the shape of weights without heads."""
+def mask_problem(mask, shape) -> str | None:
+    """What keeps `mask` from being the contract's attention mask for weights of `shape` [B, h,
+    Tq, Tk] (h None: any number of heads): "dtype" (not bool: an additive float mask, say),
+    "heads" (three axes, the first over 1: it lines up with the heads, not the batch), "shape"
+    (it does not broadcast to `shape`), or None (a mask the real attention reads as meant)."""
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        return "dtype"
+    if mask.dim() == 3 and mask.shape[0] > 1:
+        return "heads"
+    batch, heads, queries, keys = shape
+    if mask.dim() > 4:
+        return "shape"
+    target = (batch, mask.shape[1] if heads is None and mask.dim() == 4 else heads or 1,
+              queries, keys)
+    for size, wanted in zip(reversed(mask.shape), reversed(target)):
+        if size not in (1, wanted):
+            return "shape"
+    return None
+
+
+MASK_PROBLEMS = {
+    "dtype": "the attention mask must be a bool tensor, True at the keys to block (as "
+             "padding_mask gives), not {dtype}",
+    "heads": "an attention mask of shape {shape} lines its first axis up with the heads, not the "
+             "batch: it must broadcast to [B, num_heads, Tq, Tk], as [B, 1, 1, Tk] does",
+    "shape": "an attention mask of shape {shape} does not broadcast to [B, num_heads, Tq, Tk] = "
+             "{target}",
+}
+
+
+def _key_mask(mask, like: torch.Tensor, heads=None):
+    """Reduce an attention mask to [B or 1, Tq or 1, Tk], the shape of weights without heads, after
+    refusing, as the real attention would, a mask that is not the contract's: bool, True where
+    blocked, broadcastable to [B, num_heads, Tq, Tk] (`heads` None: any number of heads)."""
     if mask is None:
         return None
-    mask = torch.as_tensor(mask, dtype=torch.bool)
+    target = (like.shape[0], heads, like.shape[1], like.shape[2])
+    problem = mask_problem(mask, target)
+    if problem:
+        raise ValueError(MASK_PROBLEMS[problem].format(
+            dtype=getattr(mask, "dtype", type(mask).__name__),
+            shape=list(getattr(mask, "shape", [])), target=[target[0], heads or "h", *target[2:]]))
     if mask.dim() == 4:
         mask = mask.any(dim=1)
     elif mask.dim() < 3:
         mask = mask.reshape(*([1] * (3 - mask.dim())), *mask.shape)
-    return mask.expand(like.shape[0], like.shape[1], like.shape[2]) if mask.dim() == 3 else mask
+    return mask.expand(like.shape[0], like.shape[1], like.shape[2])
 
 
-def mixing_weights(x_q: torch.Tensor, x_kv: torch.Tensor, mask=None) -> torch.Tensor:
+def mixing_weights(x_q: torch.Tensor, x_kv: torch.Tensor, mask=None, heads=None) -> torch.Tensor:
     """Sigmoid similarity between queries and keys, zero where the mask blocks: [B, Tq, Tk]."""
     weights = torch.sigmoid(x_q @ x_kv.transpose(-2, -1) / x_q.shape[-1])
-    mask = _key_mask(mask, weights)
+    mask = _key_mask(mask, weights, heads)
     return weights if mask is None else weights.masked_fill(mask, 0.0)
 
 
@@ -105,27 +142,58 @@ class FeedForwardProbe(nn.Module):
         return torch.tanh(x @ self.c) * 1.5
 
 
-class EncoderLayerProbe(nn.Module):
-    """In place of an EncoderLayer inside the classifier: forward(x, mask=None)."""
+class AttentionWeightsProbe(nn.Module):
+    """The self_attn of an EncoderLayerProbe: what the contract's MultiHeadAttention exposes,
+    forward(x_q, x_kv, mask=None) and its last weights [B, num_heads, Tq, Tk] in
+    self.attention_weights, around the stand-in's mixing (no attention), so that a classifier that
+    reads each layer's attention weights (as d2l's encoder does) runs around stand-ins too."""
 
-    def __init__(self, d_model: int, seed: int):
+    def __init__(self, num_heads=None, keep_graph: bool = True):
+        super().__init__()
+        self.num_heads, self.keep_graph = num_heads, keep_graph
+        self.attention_weights = None
+
+    def forward(self, x_q, x_kv, mask=None, *extra, **options):
+        weights = mixing_weights(x_q, x_kv, mask, self.num_heads)
+        kept = weights if self.keep_graph else weights.detach()
+        self.attention_weights = kept[:, None].expand(weights.shape[0], self.num_heads or 1,
+                                                      *weights.shape[1:])
+        return weights @ x_kv / 4.0
+
+
+class EncoderLayerProbe(nn.Module):
+    """In place of an EncoderLayer inside the classifier: forward(x, mask=None). The mask must be
+    the contract's (bool, broadcastable to [B, num_heads, T, T]; see _key_mask), as the real
+    layer's attention needs it; its self_attn keeps attention weights as the real one does."""
+
+    records = True          # every call (x, mask) is kept, for the grader's messages
+
+    def __init__(self, d_model: int, seed: int, num_heads=None):
         super().__init__()
         self.register_buffer("d", _weights(seed, d_model, d_model, scale=d_model ** -0.5))
+        self.self_attn = AttentionWeightsProbe(num_heads, keep_graph=self.records)
         self.recorder = Recorder()
 
     def forward(self, x, mask=None, *extra, **options):
         self.recorder.record(x=x, mask=mask)
-        mixed = mixing_weights(x, x, mask) @ x / 4.0
-        return x + torch.tanh((x + mixed) @ self.d)
+        return x + torch.tanh((x + self.self_attn(x, x, mask)) @ self.d)
 
 
 class QuietEncoderLayerProbe(EncoderLayerProbe):
-    """EncoderLayerProbe that records nothing: for training through it (the regressor's trained
-    check), where it runs thousands of times and a record of each call would only fill memory.
-    Its twin on the trusted side may be an EncoderLayerProbe of the same seed: same outputs."""
+    """EncoderLayerProbe that records nothing but a mask it refuses, and keeps its attention
+    weights detached: for training through it (the regressor's trained check), where it runs
+    thousands of times and a record of each call would only fill memory. Its twin on the trusted
+    side may be an EncoderLayerProbe of the same seed: same outputs."""
+
+    records = False
 
     def forward(self, x, mask=None, *extra, **options):
-        mixed = mixing_weights(x, x, mask) @ x / 4.0
+        try:
+            mixed = self.self_attn(x, x, mask)
+        except ValueError:
+            self.recorder.calls = []
+            self.recorder.record(mask=mask)
+            raise
         return x + torch.tanh((x + mixed) @ self.d)
 
 
@@ -201,11 +269,17 @@ class FeedForwardFactory(Recorder):
 
 
 class EncoderLayerFactory(Recorder):
-    """In place of the EncoderLayer class while the classifier is built, likewise."""
+    """In place of the EncoderLayer class while the classifier is built, likewise; it records the
+    arguments the layers were built with (d_model, num_heads, d_ff, dropout)."""
 
     def __call__(self, d_model, *args, **kwargs):
-        self.record(d_model=int(d_model))
-        return EncoderLayerProbe(int(d_model), seed=400 + len(self.calls))
+        given = dict(zip(("num_heads", "d_ff", "dropout"), args), **kwargs)
+        self.record(d_model=int(d_model), **{name: given.get(name) for name in
+                                             ("num_heads", "d_ff", "dropout")
+                                             if isinstance(given.get(name), (int, float))})
+        heads = given.get("num_heads")
+        return EncoderLayerProbe(int(d_model), seed=400 + len(self.calls),
+                                 num_heads=int(heads) if isinstance(heads, int) else None)
 
 
 def probe(kind: str, **options) -> nn.Module:

@@ -304,7 +304,7 @@ def test_encoder_mask(ctx):
                       "floating", "EncoderLayer on x [2, 6, 12]")
     calls = probes["self_attn"].calls()
     seen = x.clone()
-    seen[0, 1] += 1.5
+    seen[0, 1] += ctx.randn(D)            # not a uniform shift, which a LayerNorm removes
     expect_varies(got[0, 0], as_tensor(student.run(seen, mask), "the output")[0, 0],
                   "the layer's output at position 0", "the token at position 1 (not masked) changed")
     hidden = x.clone()
@@ -317,10 +317,36 @@ def test_encoder_mask(ctx):
         raise Fail("changing masked positions changed the output at positions the mask keeps: "
                    "{cause}; pass the layer's mask to self_attn as it is",
                    cause=_mask_cause(calls, mask, (2, 1, 6, 6)))
-    if reference is not None:
-        with torch.no_grad():
-            expected = reference(x, mask)
-        ctx.expect_close(got, expected, "EncoderLayer with a padding mask")
+    _expect_mixed_by_attention(ctx, student, probes, ("self_attn",), (x, mask))
+    with torch.no_grad():
+        expected = reference(x, mask)
+    if not close(got, expected, ctx.atol, ctx.rtol) and (
+            not calls or not _same_mask(calls[-1].get("mask"), mask, (2, 1, 6, 6))):
+        raise Fail("EncoderLayer with a padding mask does not give the expected values: {cause}; "
+                   "pass the layer's mask to self_attn as it is (masking the inputs instead "
+                   "still lets the masked positions take attention weight)",
+                   cause=_mask_cause(calls, mask, (2, 1, 6, 6)))
+    ctx.expect_close(got, expected, "EncoderLayer with a padding mask")
+
+
+def _expect_mixed_by_attention(ctx, student, probes, paths, args) -> None:
+    """The layer's positions see each other through its attention sublayers only: with the
+    stand-ins at `paths` made to mix nothing (each position's output from its own query alone),
+    changing the input at position 1 changes the output there and nowhere else. A layer that mixes
+    its positions some other way (a running mean, a masked mean) shows here."""
+    for path in paths:                          # the stand-ins' mixing weights, zeroed
+        probes[path].load({"b": torch.zeros(D, D)})
+    moved = args[0].clone()
+    moved[:, 1] += ctx.randn(moved.shape[0], D)
+    before = _run_layer(student, probes, args)
+    after = _run_layer(student, probes, (moved, *args[1:]))
+    others = [position for position in range(moved.shape[1]) if position != 1]
+    if not close(before[:, others], after[:, others], ctx.atol, ctx.rtol):
+        raise Fail("with {blind} made to mix no positions, the output at other positions changed "
+                   "when only the input at position 1 changed: the positions must see each other "
+                   "through attention only, {call}", blind=", ".join(paths),
+                   call="self_attn(x, x, mask)" if len(paths) == 1 else
+                   "self_attn(y, y, self_mask)")
 
 
 # Dropout is checked where it acts. In training mode, around stand-in sublayers, each post-norm
@@ -368,8 +394,10 @@ DROPOUT_WRONG = [   # (base, delta, scale) from (h, sublayer(h)), and the words 
 
 
 def _expect_dropout_steps(ctx, steps, noisy: bool) -> None:
-    """Each step (name, norm, h, sublayer(h), output) is a post-norm step with dropout P; about a
-    share P of the sublayers' values are dropped, over all the steps."""
+    """Each step (name, norm, h, sublayer(h), output) is a post-norm step with dropout P, whose
+    keep-mask varies over the positions of each sequence and between the sequences (dropout draws
+    one for each value: a fixed mask for every position is not dropout); about a share P of the
+    sublayers' values are dropped, over all the steps."""
     kept = []
     for name, norm, h, sub, out in steps:
         masks, gaps = _best_mask(norm, h, sub, out, 1 / (1 - P))
@@ -388,11 +416,25 @@ def _expect_dropout_steps(ctx, steps, noisy: bool) -> None:
                        "{gap:.2g}). Dropout zeroes each value of the sublayer's output with "
                        "probability p and scales the others by 1/(1-p), before the residual add: "
                        "norm(x + dropout(sublayer(x)))", name=name, gap=float(gaps.max()))
-        kept.append(masks)
-    dropped = 1 - float(torch.cat(kept).mean())
+        kept.append((name, masks.reshape(h.shape)))
+    dropped = 1 - float(torch.cat([masks.flatten() for _, masks in kept]).mean())
     if abs(dropped - P) > 0.15:
         raise Fail("in training mode with dropout={p}, dropout zeroed {share:.0%} of the "
                    "sublayers' outputs; it should zero about {p:.0%} of them", p=P, share=dropped)
+    for name, masks in kept:
+        _expect_masks_vary(masks, name)
+
+
+def _expect_masks_vary(masks: torch.Tensor, name: str) -> None:
+    """The keep-masks [B, T, d] of one step differ between the positions of every sequence, and
+    between the sequences. (Drawn as dropout draws them, the 5 positions of a sequence share one
+    mask with odds below 1 in 10**7, and two sequences of 5 positions with odds below 10**-12.)"""
+    alike_in_a_sequence = any(bool((row == row[0]).all()) for row in masks)
+    if alike_in_a_sequence or bool((masks == masks[0]).all()):
+        raise Fail("in training mode, at the {name} sublayer, dropout zeroed the same features at "
+                   "every position of a sequence, or in every sequence of the batch: dropout "
+                   "draws its keep-mask at random for each value (as nn.Dropout does), not one "
+                   "mask shared by the positions or the sequences", name=name)
 
 
 def _witness(probes, path: str, like: torch.Tensor) -> torch.Tensor:
@@ -437,6 +479,11 @@ def _run_layer(student, probes, args, **options) -> torch.Tensor:
                        "the layer's output")
 
 
+FIXED_DROPOUT = ("in training mode, two calls with different random seeds gave the same output: "
+                 "dropout must draw a new random keep-mask at each call (nn.Dropout, or "
+                 "F.dropout with training=self.training), not a fixed one")
+
+
 def _dropout_check(ctx, cls, paths, args):
     """Dropout where the paper puts it, in training mode only. The exact check of each step runs on
     a layer wired as asked (its eval output is the reference's); a layer wired otherwise (pre-norm,
@@ -454,6 +501,8 @@ def _dropout_check(ctx, cls, paths, args):
     with torch.no_grad():
         wired_as_asked = close(first, reference(*args), ctx.atol, ctx.rtol)
     steps = _dropout_steps(reference, probes, args, trained) if wired_as_asked else []
+    if close(trained, _run_layer(student, probes, args, train=True, seed=5), ctx.atol, ctx.rtol):
+        raise Fail(FIXED_DROPOUT)
     _, still, still_probes = _with_probes(ctx, cls, paths, seed=52, dropout=0.0, strict=False)
     noisy = not close(_run_layer(still, still_probes, args, train=True, seed=4),
                       _run_layer(still, still_probes, args), ctx.atol, ctx.rtol)
@@ -553,7 +602,7 @@ def test_decoder_masks(ctx):
                     "the layer's output")
     recorded = {path: probes[path].calls() for path in ("self_attn", "cross_attn")}
     later = y.clone()
-    later[:, 3] += 1.5
+    later[:, 3] += ctx.randn(2, D)          # not a uniform shift, which a LayerNorm removes
     after = _decoder_output(student, later, memory, self_mask, memory_mask)
     expect_varies(out[:, 3], after[:, 3], "the output at position 3", "target token 3 changed")
     if not close(out[:, :3], after[:, :3], ctx.atol, ctx.rtol):
@@ -564,7 +613,7 @@ def test_decoder_masks(ctx):
                    "self_mask ({cause})",
                    cause=_mask_cause(recorded["self_attn"], self_mask, (2, 1, 5, 5)))
     earlier = y.clone()
-    earlier[:, 1] += 1.5
+    earlier[:, 1] += ctx.randn(2, D)
     if close(out[:, 2:], _decoder_output(student, earlier, memory, self_mask, memory_mask)[:, 2:],
              ctx.atol, ctx.rtol):
         raise Fail("positions 2-4 did not change when target token 1 changed: self-attention "
@@ -578,6 +627,8 @@ def test_decoder_masks(ctx):
                    "memory_mask ({cause})",
                    cause=_mask_cause(recorded["cross_attn"], memory_mask, (2, 1, 5, 7),
                                      "cross_attn"))
+    _expect_mixed_by_attention(ctx, student, probes, ("self_attn", "cross_attn"),
+                               (y, memory, self_mask, memory_mask))
 
 
 def _rewired_decoder(reference, y, self_kv, self_mask, cross_kv, cross_mask) -> torch.Tensor:
@@ -600,7 +651,7 @@ def test_decoder_memory(ctx):
     keys = calls[-1].get("x_kv") if calls else None
     took_y = isinstance(keys, torch.Tensor) and keys.shape == y.shape
     other = memory.clone()
-    other[:, :2] += 1.5
+    other[:, :2] += ctx.randn(2, 2, D)     # not a uniform shift, which a LayerNorm removes
     if close(out, _decoder_output(student, y, other, self_mask, memory_mask), ctx.atol, ctx.rtol):
         raise Fail("the output does not depend on the memory: cross-attention must take its keys "
                    "and values from the memory (the encoder's output); it got {what}",
@@ -614,6 +665,49 @@ def test_decoder_memory(ctx):
         if close(out, self_on_memory, ctx.atol, ctx.rtol):
             raise Fail("self-attention must take its keys and values from the decoder's own "
                        "input, the same tensor as its queries, not from the memory")
+    _expect_memory_as_reference(ctx, reference, student, (y, memory, self_mask, memory_mask),
+                                out)
+    _expect_memory_through_cross_attention(ctx, student, probes,
+                                           (y, memory, self_mask, memory_mask))
+
+
+def _memory_changed(ctx, memory: torch.Tensor) -> torch.Tensor:
+    """`memory` [2, 7, d] with new values at three random positions among the first five (which
+    no memory_mask of _decoder_inputs blocks)."""
+    changed = memory.clone()
+    where = ctx.randint(0, 5, 3)
+    changed[:, where] += ctx.randn(2, len(where), D)
+    return changed
+
+
+def _expect_memory_as_reference(ctx, reference, student, args, out) -> None:
+    """A layer that gives the reference's output gives it again with the memory changed at random
+    positions: it reads the memory it is given, as cross-attention reads it."""
+    y, memory, self_mask, memory_mask = args
+    with torch.no_grad():
+        if not close(out, reference(*args), ctx.atol, ctx.rtol):
+            return                      # wired otherwise: decoder.values says how
+        changed = _memory_changed(ctx, memory)
+        expected = reference(y, changed, self_mask, memory_mask)
+    if not close(_decoder_output(student, y, changed, self_mask, memory_mask), expected, ctx.atol,
+                 ctx.rtol):
+        raise Fail("with the memory changed at some positions, the output is not what "
+                   "cross-attention gives: the memory must reach the output through "
+                   "cross_attn(y, memory, memory_mask), read anew at each call")
+
+
+def _expect_memory_through_cross_attention(ctx, student, probes, args) -> None:
+    """With the cross-attention stand-in made blind to its keys and values (its output from its
+    queries alone), the output does not change with the memory: the memory reaches the output
+    through cross-attention only, however the rest of the layer is wired."""
+    y, memory, self_mask, memory_mask = args
+    probes["cross_attn"].load({"b": torch.zeros(D, D)})
+    before = _decoder_output(student, y, memory, self_mask, memory_mask)
+    after = _decoder_output(student, y, _memory_changed(ctx, memory), self_mask, memory_mask)
+    if not close(before, after, ctx.atol, ctx.rtol):
+        raise Fail("with cross_attn made blind to its keys and values, the output still changed "
+                   "with the memory: the memory reaches the output another way; it must enter "
+                   "the layer only through cross-attention, cross_attn(y, memory, memory_mask)")
 
 
 def test_decoder_dropout(ctx):
@@ -623,13 +717,16 @@ def test_decoder_dropout(ctx):
 
 
 # -- the classifier ------------------------------------------------------------------------------
-CLASSIFIER = dict(vocab_size=13, num_classes=3, d_model=D, num_heads=H, num_layers=2, d_ff=FF,
-                  dropout=0.2, pad_id=0)
-
-# The padding checks pad with another id than 0, so that a pad id hard-coded as 0 shows, and put a
-# different number of pads at the end of each row: none in the first (no column is padding in
-# every row, so dropping such columns first changes nothing), a single real token in the fourth.
+# The checks pad with another id than 0, and not the smallest (real tokens 0 to 2 sit below it),
+# so that a pad id hard-coded as 0, or "a pad" taken as "an id at most pad_id", shows; the values
+# checks then build the model once more with the signature's defaults (see _expect_defaults).
 PAD_ID = 3
+CLASSIFIER = dict(vocab_size=13, num_classes=3, d_model=D, num_heads=H, num_layers=2, d_ff=FF,
+                  dropout=0.2, pad_id=PAD_ID)
+
+# The padding checks put a different number of pads at the end of each row: none in the first (no
+# column is padding in every row, so dropping such columns first changes nothing), a single real
+# token in the fourth.
 REAL_LENGTHS = (8, 6, 3, 1, 7)
 
 # The classifier is built with stand-ins in place of the student's EncoderLayer class and of
@@ -663,18 +760,74 @@ def _with_probe_layers(ctx, cls, options, seed):
         with_table = ctx.reference_module(cls, seed=seed, **options)
     references = {True: with_table, False: ctx.reference_module(cls, seed=seed, **options)}
     paths = [f"layers.{index}" for index in range(options["num_layers"])]
+    handles = []
     for index, path in enumerate(paths):
-        handle, twin = ctx.probe("encoder_layer", d_model=options["d_model"], seed=200 + index)
+        handle, twin = ctx.probe("encoder_layer", d_model=options["d_model"], seed=200 + index,
+                                 num_heads=options["num_heads"])
         student.swap(path, handle)
+        handles.append(handle)
         for reference in references.values():
             reference.layers[index] = twin
     _load_own(student, with_table, cls)
 
     def run(tokens):
-        got = as_tensor(student.run(tokens, swap_globals=POSITIONS), "the output")
+        try:
+            got = as_tensor(student.run(tokens, swap_globals=POSITIONS), "the output")
+        except StudentError:
+            _expect_contract_mask(handles, tuple(tokens.shape), options["num_heads"])
+            raise
         used = positions_at_init or bool(ctx.global_calls("positional_encoding"))
         return got, [references[used], references[not used]]
     return student, run
+
+
+# The stand-in encoder layers refuse a mask the real layer's attention cannot read as meant (see
+# standins.mask_problem); when one did, the grader names it from the stand-in's record.
+MASK_CONVENTIONS = {
+    "dtype": "the mask given to the encoder layers is {dtype}, not a bool tensor: the layers take "
+             "True at the keys to block, as padding_mask(tokens, pad_id) gives; an additive float "
+             "mask (0 to keep, -10000 or -inf to block, as BERT's) is another convention (the "
+             "grader's stand-in layers refused it, as the real attention does)",
+    "heads": "the mask given to the encoder layers has shape {shape}: with three axes, its first "
+             "lines up with the attention's heads, not with the batch (the Annotated "
+             "Transformer's [B, 1, T]); give the layers a mask of shape [B, 1, 1, T], as "
+             "padding_mask(tokens, pad_id) makes (the grader's stand-in layers refused it)",
+    "shape": "the mask given to the encoder layers has shape {shape}, which does not broadcast to "
+             "the attention weights' [B, num_heads, T, T] = {target}; give the layers a mask of "
+             "shape [B, 1, 1, T], as padding_mask(tokens, pad_id) makes (the grader's stand-in "
+             "layers refused it)",
+}
+
+
+def _expect_contract_mask(handles, tokens_shape, heads: int) -> None:
+    """When the student's model raised, whether a stand-in encoder layer refused its mask: the
+    mask's convention or shape, named from the stand-in's record (words only; the points are lost
+    either way)."""
+    batch, steps = tokens_shape
+    _name_refused_mask(handles, lambda given: (batch, heads, steps, steps))
+
+
+def _expect_refused_mask(handles, heads: int) -> None:
+    """The same, in training, where the batch's shape is the recipe's: it is read from the record
+    (the quiet stand-ins record a mask they refuse, and nothing else)."""
+    def target(given):
+        shape = list(getattr(given, "shape", [])) or [1, 1]
+        return (shape[0], heads, shape[-1], shape[-1])
+    _name_refused_mask(handles, target)
+
+
+def _name_refused_mask(handles, target_of) -> None:
+    for handle in handles:
+        calls = handle.calls()
+        given = calls[-1].get("mask") if calls and isinstance(calls[-1], dict) else None
+        if given is None:
+            continue
+        target = target_of(given)
+        problem = standins.mask_problem(given, target)
+        if problem:
+            raise Fail(MASK_CONVENTIONS[problem],
+                       dtype=str(getattr(given, "dtype", type(given).__name__)),
+                       shape=list(getattr(given, "shape", [])), target=list(target))
 
 
 def _expected(references, tokens) -> list[torch.Tensor]:
@@ -682,10 +835,19 @@ def _expected(references, tokens) -> list[torch.Tensor]:
         return [reference(tokens) for reference in references]
 
 
+def _real_tokens(ctx, rows: int, columns: int) -> torch.Tensor:
+    """Token ids of 0 to 12 but PAD_ID, a 0 and a 1 (ids below the pad's) in the first row."""
+    tokens = ctx.randint(0, 12, rows, columns)
+    tokens[tokens >= PAD_ID] += 1
+    tokens[0, :2] = torch.tensor([0, 1])
+    return tokens
+
+
 def _tokens(ctx):
-    tokens = ctx.randint(1, 13, 3, 7)
-    tokens[0, 4:] = 0
-    tokens[1, 2:] = 0
+    """Tokens [3, 7]: 2, 1 and 7 real tokens, then pads (PAD_ID)."""
+    tokens = _real_tokens(ctx, 3, 7)
+    tokens[0, 2:] = PAD_ID
+    tokens[1, 1:] = PAD_ID
     return tokens
 
 
@@ -729,6 +891,8 @@ NO_POSITIONS = ("no positional encoding is added: embed as embedding * sqrt(d_mo
                 "positional_encoding(T, d_model)")
 PAD_ZERO = ("the pads were taken to be the tokens equal to 0, not those equal to pad_id: use the "
             "pad_id the model was built with")
+BELOW_PAD = ("the tokens with ids below pad_id were left out of the mean: the real tokens are "
+             "those not equal to pad_id (tokens != pad_id), whatever their ids")
 PADS_NOT_IGNORED = ("pads must be masked as keys (pass padding_mask to every layer) and left out "
                     "of the mean")
 
@@ -784,6 +948,9 @@ def _wrong_models(ctx, reference, tokens) -> list[tuple[torch.Tensor, str]]:
         ]
         if pad != 0:
             variants.append((out(mean(encode(x, pad_id=0), pad_id=0)), PAD_ZERO))
+        above = (tokens > pad).unsqueeze(-1).float()
+        if bool((tokens < pad).any()):
+            variants.append((out((hidden * above).sum(1) / above.sum(1).clamp(min=1)), BELOW_PAD))
     return variants
 
 
@@ -798,37 +965,57 @@ def _expect_repeatable(run, tokens, first: torch.Tensor, what: str) -> None:
                    "self.training), which eval() turns off", what=what)
 
 
-def _same_alone(ctx, run, tokens, got: torch.Tensor) -> bool:
-    """Whether each sequence of the padded batch `tokens` (REAL_LENGTHS) gets the output it gets
-    alone, without its pads: in a batch of two copies of it, as no check but the regressor's
-    values asks for a batch of one. Its positions are the same, since the pads come last."""
-    if got.dim() == 0 or got.shape[0] != len(tokens):
-        return False
+def _alone(ctx, run, tokens) -> list:
+    """Each sequence of the padded batch `tokens` (REAL_LENGTHS) without its pads, in a batch of
+    two copies of it (no check but the regressor's values asks for a batch of one): (the student's
+    outputs, the reference's). Its positions are the same, since the pads come last."""
+    outputs = []
     for row, length in enumerate(REAL_LENGTHS):
-        alone = as_tensor(run(tokens[row:row + 1, :length].repeat(2, 1))[0], "the output")
-        if alone.dim() == 0 or alone.shape[0] != 2 or not close(got[row], alone[0], ctx.atol,
-                                                                ctx.rtol):
-            return False
-    return True
+        alone = tokens[row:row + 1, :length].repeat(2, 1)
+        got, references = run(alone)
+        outputs.append((as_tensor(got, "the output"), _expected(references, alone)))
+    return outputs
 
 
-def _expect_padding_ignored(ctx, run, tokens, what: str) -> None:
-    """The padding check of the classifier or the regressor, on `tokens` (see _padded_tokens).
+def _right_alone(ctx, alone) -> bool:
+    """Whether the student's output for every sequence alone (no pads) is the reference's."""
+    return all(tuple(got.shape) == tuple(expected[0].shape) and
+               any(close(got, each, ctx.atol, ctx.rtol) for each in expected)
+               for got, expected in alone)
+
+
+def _same_alone(ctx, alone, got: torch.Tensor) -> bool:
+    """Whether each sequence of the padded batch got the output it got alone."""
+    if got.dim() == 0 or got.shape[0] != len(alone):
+        return False
+    return all(each.dim() > 0 and each.shape[0] == 2 and close(got[row], each[0], ctx.atol,
+                                                                ctx.rtol)
+               for row, (each, _) in enumerate(alone))
+
+
+def _expect_padding_ignored(ctx, run, vocab_size: int, what: str) -> None:
+    """The padding check of the classifier or the regressor, on batches of _padded_tokens.
 
     The output must depend on the real tokens (expect_varies), then be the reference's around the
-    same stand-ins, for rows with different numbers of pads, one with none. Where it is not,
-    padding is to blame only if some sequence's output in the padded batch differs from its output
-    alone: a model wrong in another way that leaves its pads out loses the values points, not this
-    one. The message names the cause where a common wrong model gives the same numbers."""
+    same stand-ins, for rows with different numbers of pads, one with none and one with a single
+    real token. Where it is not, padding is to blame unless the model is wrong without pads too:
+    other sequences, new to it, are run alone first (so that no record of what it answered padded
+    can answer them), and a model that gets them right loses this point. A model wrong alone too
+    (wrong in another way) is left to the values checks if each of these sequences then gets the
+    same output padded as alone: it ignores its pads. The message names the cause where a common
+    wrong model gives the same numbers."""
+    tokens = _padded_tokens(ctx, vocab_size)
     got, references = run(tokens)
     got = expect_kind(got, "floating", what)
     expect_varies(got, run(_last_real_token_changed(tokens, PAD_ID))[0], what,
                   "a token that is not padding changed")
     if any(close(got, expected, ctx.atol, ctx.rtol) for expected in _expected(references, tokens)):
         return
-    if _same_alone(ctx, run, tokens, got):
-        return
     _expect_repeatable(run, tokens, got, what)
+    others = _padded_tokens(ctx, vocab_size)
+    alone = _alone(ctx, run, others)
+    if not _right_alone(ctx, alone) and _same_alone(ctx, alone, as_tensor(run(others)[0], what)):
+        return
     cause = first_match(got, _wrong_models(ctx, references[0], tokens), ctx.atol, ctx.rtol)
     raise Fail("padding changed the prediction of a sequence: {cause}",
                cause=cause or PADS_NOT_IGNORED)
@@ -883,32 +1070,74 @@ def test_classifier_padding(ctx):
     ctx.seed(73)
     _, run = _with_probe_layers(ctx, "EncoderClassifier", {**CLASSIFIER, "pad_id": PAD_ID},
                                 seed=74)
-    _expect_padding_ignored(ctx, run, _padded_tokens(ctx, CLASSIFIER["vocab_size"]),
-                            "the classifier's output")
+    _expect_padding_ignored(ctx, run, CLASSIFIER["vocab_size"], "the classifier's output")
 
 
 def test_classifier_values(ctx):
+    """The reference's log-probabilities on a padded batch, then built with the signature's
+    defaults (see _expect_defaults)."""
     ctx.seed(75)
     _, run = _with_probe_layers(ctx, "EncoderClassifier", CLASSIFIER, seed=76)
     tokens = _tokens(ctx)
     what = "EncoderClassifier on tokens [3, 7] with padding (eval mode)"
     got, references = run(tokens)
     candidates = _expected(references, tokens)
-    if any(close(got, expected, ctx.atol, ctx.rtol) for expected in candidates):
-        return
-    got = expect_kind(expect_shape(got, tuple(candidates[0].shape), what), "floating", what)
-    _expect_repeatable(run, tokens, got, what)
-    hint = first_match(got, _wrong_models(ctx, references[0], tokens), ctx.atol, ctx.rtol)
-    ctx.expect_close(got, candidates[0], what,
-                     hint=hint or "embed as embedding * sqrt(d_model) + positions, then the "
-                                  "layers with the padding mask, the mean over real tokens, the "
-                                  "head, log_softmax")
+    if not any(close(got, expected, ctx.atol, ctx.rtol) for expected in candidates):
+        got = expect_kind(expect_shape(got, tuple(candidates[0].shape), what), "floating", what)
+        _expect_repeatable(run, tokens, got, what)
+        hint = first_match(got, _wrong_models(ctx, references[0], tokens), ctx.atol, ctx.rtol)
+        ctx.expect_close(got, candidates[0], what,
+                         hint=hint or "embed as embedding * sqrt(d_model) + positions, then the "
+                                      "layers with the padding mask, the mean over real tokens, "
+                                      "the head, log_softmax")
+    _expect_defaults(ctx, "EncoderClassifier", CLASSIFIER, seed=77)
+
+
+# The signature's defaults are part of the contract: a model built without dropout, pad_id and
+# max_len masks the pads of id 0, runs on max_len = 64 tokens, and gives its layers dropout 0.1.
+DEFAULTS = dict(dropout=0.1, pad_id=0, max_len=64)
+KEEP_DEFAULTS = "keep the defaults of the given signature (dropout=0.1, pad_id=0, max_len=64)"
+WITH_DEFAULTS = {
+    "EncoderClassifier": "EncoderClassifier built with the signature's defaults, on tokens [2, 64] "
+                         "padded with 0 (eval mode)",
+    "EncoderRegressor": "EncoderRegressor built with the signature's defaults, on tokens [2, 64] "
+                        "padded with 0 (eval mode)"}
+
+
+def _expect_defaults(ctx, cls: str, options: dict, seed: int) -> None:
+    """`cls` built with the signature's defaults (only the arguments without one given), around
+    stand-in layers: on tokens [2, 64] (the default max_len), the second row padded with 0 (the
+    default pad id), its output is the reference's; its encoder layers were built with dropout
+    0.1 (from the stand-in factory's record: it can only cost the point)."""
+    required = {name: value for name, value in options.items() if name not in DEFAULTS}
+    tokens = ctx.randint(1, options["vocab_size"], 2, DEFAULTS["max_len"])
+    tokens[1, 40:] = DEFAULTS["pad_id"]
+    what = WITH_DEFAULTS[cls]
+    try:
+        _, run = _with_probe_layers(ctx, cls, required, seed)
+        built = ctx.global_calls("EncoderLayer")
+        got, references = run(tokens)
+    except StudentError as error:
+        raise Fail("{cls} built with the signature's defaults could not run on tokens [2, 64]: "
+                   "your code raised {kind}: {message}; {keep}", cls=cls, kind=error.type,
+                   message=str(error.info.get("message", ""))[:300], keep=KEEP_DEFAULTS) from None
+    for call in built if isinstance(built, list) else []:
+        dropout = call.get("dropout") if isinstance(call, dict) else None
+        if isinstance(dropout, (int, float)) and not math.isclose(dropout, DEFAULTS["dropout"]):
+            raise Fail("{cls} built with the signature's defaults gave its encoder layers "
+                       "dropout={p}; {keep}", cls=cls, p=float(dropout), keep=KEEP_DEFAULTS)
+    if cls == "EncoderRegressor":
+        got = _prediction(got, 2, what)
+    candidates = _expected(references, tokens)
+    if not any(close(got, expected, ctx.atol, ctx.rtol) for expected in candidates):
+        ctx.expect_close(got, candidates[0], what, hint=KEEP_DEFAULTS)
 
 
 # -- the regressor -------------------------------------------------------------------------------
 # Built, checked and trained like the classifier, with stand-ins in place of the student's
 # EncoderLayer class and of positional_encoding, so that a bug in either costs its own points only.
-REGRESSOR = dict(vocab_size=13, d_model=D, num_heads=H, num_layers=2, d_ff=FF, dropout=0.2, pad_id=0)
+REGRESSOR = dict(vocab_size=13, d_model=D, num_heads=H, num_layers=2, d_ff=FF, dropout=0.2,
+                 pad_id=PAD_ID)
 
 # regressor.trained: the student's regressor, around stand-in encoder layers (which do not learn), is
 # trained in the student's process by the notebook's recipe cell (`fit_regressor`) from a fixed seed;
@@ -922,10 +1151,11 @@ TRAINED_LAYER_SEED = 500          # the stand-in encoder layers' seeds: 500, 501
 
 
 def _regressor_tokens(ctx):
-    tokens = ctx.randint(1, 13, 4, 7)
-    tokens[0, 4:] = 0
-    tokens[1, 2:] = 0
-    tokens[3, 5:] = 0
+    """Tokens [4, 7]: 4, 1, 7 and 5 real tokens, then pads (PAD_ID)."""
+    tokens = _real_tokens(ctx, 4, 7)
+    tokens[0, 4:] = PAD_ID
+    tokens[1, 1:] = PAD_ID
+    tokens[3, 5:] = PAD_ID
     return tokens
 
 
@@ -963,7 +1193,8 @@ def test_regressor_structure(ctx):
 
 def test_regressor_values(ctx):
     """The reference's predictions on a padded batch, then on a batch of one sequence (shape
-    [1]: a squeeze() that drops the batch's axis too shows there)."""
+    [1]: a squeeze() that drops the batch's axis too shows there), then built with the signature's
+    defaults (see _expect_defaults)."""
     ctx.seed(81)
     _, run = _with_probe_layers(ctx, "EncoderRegressor", REGRESSOR, seed=82)
     tokens = _regressor_tokens(ctx)
@@ -986,14 +1217,14 @@ def test_regressor_values(ctx):
     candidates = _expected(references, one)
     if not any(close(got, expected, ctx.atol, ctx.rtol) for expected in candidates):
         ctx.expect_close(got, candidates[0], what)
+    _expect_defaults(ctx, "EncoderRegressor", REGRESSOR, seed=85)
 
 
 def test_regressor_padding(ctx):
     ctx.seed(83)
     _, run = _with_probe_layers(ctx, "EncoderRegressor", {**REGRESSOR, "pad_id": PAD_ID},
                                 seed=84)
-    _expect_padding_ignored(ctx, run, _padded_tokens(ctx, REGRESSOR["vocab_size"]),
-                            "the regressor's output")
+    _expect_padding_ignored(ctx, run, REGRESSOR["vocab_size"], "the regressor's output")
 
 
 def _trained_regressor_weights(state, model: torch.nn.Module) -> None:
@@ -1051,17 +1282,23 @@ def test_regressor_trained(ctx):
     regression = ctx.course.regression
     student = ctx.new("EncoderRegressor", seed=regression.seed, swap_globals=STAND_INS, **options)
     positions_at_init = bool(ctx.global_calls("positional_encoding"))
-    twins = []
+    twins, handles = [], []
     for index in range(options["num_layers"]):
         handle, twin = ctx.probe("quiet_encoder_layer", d_model=options["d_model"],
-                                 seed=TRAINED_LAYER_SEED + index)
+                                 seed=TRAINED_LAYER_SEED + index, num_heads=options["num_heads"])
         student.swap(f"layers.{index}", handle)
         twins.append(twin)
+        handles.append(handle)
     before = ctx.request("state", handle=student.name)
     ctx.request("exec", label="recipe", source=recipe)
-    losses = ctx.request("call", timeout=ctx.course.limit("training_seconds"), fn="fit_regressor",
-                         args=[student.ref()], kwargs={"seed": regression.seed, "progress": False},
-                         swap_globals=POSITIONS, seed=None, grad=True)     # gradients on: it trains
+    try:
+        losses = ctx.request("call", timeout=ctx.course.limit("training_seconds"),
+                             fn="fit_regressor", args=[student.ref()],
+                             kwargs={"seed": regression.seed, "progress": False},
+                             swap_globals=POSITIONS, seed=None, grad=True)  # gradients on: it trains
+    except StudentError:
+        _expect_refused_mask(handles, options["num_heads"])
+        raise
     if isinstance(losses, list) and losses and isinstance(losses[-1], (int, float)) and \
             math.isfinite(losses[-1]):
         ctx.extra["regressor_final_loss"] = round(float(losses[-1]), 4)

@@ -1905,3 +1905,43 @@ class PositionalEncoding(nn.Module):
 H11_PORTS = [D2L_STACK, BERT_STACK, UVA_STACK]
 PORTS += H11_PORTS
 ALTERNATIVES += H11_PORTS
+
+
+# -- d2l's idiom in the heads (issue 23, the third review) -----------------------------------------
+# d2l's TransformerEncoder keeps each block's attention weights as it runs
+# (`self.attention_weights[i] = blk.attention.attention.attention_weights`), here through the
+# contract's names: each EncoderLayer's self_attn keeps its last weights in attention_weights.
+D2L_WEIGHTS_BODY = '''
+        self.d_model, self.pad_id = d_model, pad_id
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.register_buffer("positions", positional_encoding(max_len, d_model), persistent=False)
+        self.layers = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, dropout)
+                                    for _ in range(num_layers))
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(d_model, {out})
+
+    def forward(self, tokens):
+        X = self.embedding(tokens) * math.sqrt(self.d_model) + self.positions[:tokens.shape[1]]
+        X = self.dropout(X)
+        valid = (tokens != self.pad_id).unsqueeze(-1).float()
+        self.attention_weights = [None] * len(self.layers)
+        for i, blk in enumerate(self.layers):
+            X = blk(X, padding_mask(tokens, self.pad_id))
+            self.attention_weights[i] = blk.self_attn.attention_weights
+        pooled = (X * valid).sum(dim=1) / valid.sum(dim=1).clamp(min=1)
+        return {result}
+'''
+D2L_ATTENTION_WEIGHTS = Alternative("d2l_heads_keep_attention_weights", "02-layers", {
+    "classifier-code": '''
+class EncoderClassifier(nn.Module):
+    def __init__(self, vocab_size, num_classes, d_model, num_heads, num_layers, d_ff,
+                 dropout=0.1, pad_id=0, max_len=64):
+        super().__init__()''' + D2L_WEIGHTS_BODY.format(
+        out="num_classes", result="F.log_softmax(self.head(pooled), dim=-1)"),
+    "regressor-code": '''
+class EncoderRegressor(nn.Module):
+    def __init__(self, vocab_size, d_model, num_heads, num_layers, d_ff, dropout=0.1, pad_id=0,
+                 max_len=64):
+        super().__init__()''' + D2L_WEIGHTS_BODY.format(
+        out="1", result="self.head(pooled).squeeze(-1)")})
+ALTERNATIVES += [D2L_ATTENTION_WEIGHTS]

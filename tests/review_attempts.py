@@ -444,19 +444,37 @@ class EncoderLayer(nn.Module):
 # What each attempt got when the review graded it (graders at 78813c6; without trained.accuracy
 # and regressor.trained unless said): the checks it won that it should not have, or "defended".
 RESULTS = {
-    "encoder_fixed_dropout": "WON encoder.dropout (29/29 with regressor.trained skipped)",
-    "decoder_fixed_dropout": "WON decoder.dropout",
+    "encoder_fixed_dropout": "WON encoder.dropout (29/29 with regressor.trained skipped); "
+                             "after issue 23: defended, encoder.dropout lost ('two calls with "
+                             "different random seeds gave the same output'; lazy twin "
+                             "encoder_fixed_dropout)",
+    "decoder_fixed_dropout": "WON decoder.dropout; after issue 23: defended, decoder.dropout lost "
+                             "(lazy twin decoder_fixed_dropout)",
     "decoder_masked_memory_mean": "defended: decoder.memory lost (a uniform shift of the memory "
-                                  "adds the same to every feature, which the LayerNorm removes)",
-    "decoder_memory_mean_tanh": "WON decoder.memory; lost decoder.values and decoder.masks",
-    "decoder_self_running_mean": "WON decoder.masks; lost decoder.values only",
-    "classifier_cache_padding": "WON classifier.padding; lost classifier.values (named cause)",
-    "regressor_cache_padding": "WON regressor.padding; lost regressor.values (named cause)",
+                                  "adds the same to every feature, which the LayerNorm removes); "
+                                  "after issue 23 lost by design: with cross_attn blind to its "
+                                  "keys and values the output still changes with the memory",
+    "decoder_memory_mean_tanh": "WON decoder.memory; lost decoder.values and decoder.masks; after "
+                                "issue 23: defended, decoder.memory lost ('with cross_attn made "
+                                "blind ...'; lazy twin decoder_memory_mean_tanh)",
+    "decoder_self_running_mean": "WON decoder.masks; lost decoder.values only; after issue 23: "
+                                 "defended, decoder.masks lost ('with self_attn, cross_attn made "
+                                 "to mix no positions ...'; lazy twin decoder_self_running_mean)",
+    "classifier_cache_padding": "WON classifier.padding; lost classifier.values (named cause). "
+                                "Defended after (heads): padding lost, 'the mean includes the "
+                                "padding positions' (fresh sequences are run alone first)",
+    "regressor_cache_padding": "WON regressor.padding; lost regressor.values (named cause). "
+                               "Defended after (heads): padding and trained lost as well",
     "classifier_annotated_3d_mask": "realistic bug, 29/29 with regressor.trained: the stand-in "
-                                    "layers accept a [B, 1, T] mask the real attention misreads",
+                                    "layers accept a [B, 1, T] mask the real attention misreads. "
+                                    "Defended after (heads): the heads' checks that run the model "
+                                    "lost, 'with three axes, its first lines up with the heads'",
     "heads_additive_float_mask": "realistic bug, 29/29 with regressor.trained: the stand-in "
-                                 "layers accept a float mask the real attention refuses",
-    "heads_flat_mask": "defended: lost the heads' checks (the stand-in raises as the real one)",
+                                 "layers accept a float mask the real attention refuses. "
+                                 "Defended after (heads): those checks lost, 'not a bool tensor: "
+                                 "... an additive float mask ... is another convention'",
+    "heads_flat_mask": "defended: lost the heads' checks (the stand-in raises as the real one); "
+                       "after (heads) the message names the shape that does not broadcast",
     "classifier_no_layers": "WON classifier.logprobs and classifier.padding with no layers "
                             "(by design in docs/verdicts.md); lost classifier.values",
     "positions_linear_ramp": "WON positions.shape (a check of form); lost positions.values",
@@ -478,10 +496,15 @@ RESULTS = {
                                            "with the reference model, and lose",
     "model_tied_weight_data": "defended: model.tied lost, message names .data",
     "encoder_zeroes_masked_inputs": "realistic bug: lost encoder.mask only, but the message says "
-                                    "only 'not the expected values' (no cause)",
+                                    "only 'not the expected values' (no cause); after issue 23: "
+                                    "the message names it ('self_attn was called without the "
+                                    "mask'; catalogue bug encoder_zeroes_masked_inputs)",
     "d2l_records_attention_weights": "a correct d2l idiom lost classifier.logprobs, .padding, "
                                      ".values: 'EncoderLayerProbe' object has no attribute "
-                                     "'self_attn' (the stand-in's name in the message)",
+                                     "'self_attn' (the stand-in's name in the message). Defended "
+                                     "after (heads): full marks (the stand-in layer has a "
+                                     "self_attn that keeps attention_weights; alternatives.py "
+                                     "D2L_ATTENTION_WEIGHTS)",
 }
 
 

@@ -203,6 +203,31 @@ BUGS += [
         more=[("self.positions[:T]", "self.positions(torch.arange(T))")]),
 ]
 
+# issue 23, the third review: masks of other conventions given to the layers (the stand-in layers
+# refuse them as the real attention does), "a real token" taken as "an id above pad_id", and the
+# signature's defaults (dropout=0.1, pad_id=0, max_len=64), which the checks build the model with
+MASK = "mask = padding_mask(tokens, self.pad_id)"
+BUGS += [
+    bug("classifier_annotated_3d_mask", A, "classifier-code", MASK,
+        "mask = (tokens == self.pad_id).unsqueeze(-2)",
+        {"classifier.values": ("heads", "[B, 1, 1, T]"),
+         "classifier.padding": ("heads", "[B, 1, 1, T]")}),
+    bug("regressor_additive_float_mask", A, "regressor-code", MASK,
+        "mask = (tokens == self.pad_id)[:, None, None, :].float() * -10000.0",
+        {"regressor.values": ("not a bool tensor", "additive"),
+         "regressor.padding": ("not a bool tensor", "additive"),
+         "regressor.trained": ("not a bool tensor", "additive")}),
+    bug("classifier_real_tokens_above_pad_id", A, "classifier-code",
+        "real = (tokens != self.pad_id)", "real = (tokens > self.pad_id)",
+        {"classifier.values": ("below pad_id", "tokens != pad_id")}),
+    bug("classifier_default_dropout_changed", A, "classifier-code", "dropout=0.1, pad_id=0",
+        "dropout=0.2, pad_id=0", {"classifier.values": ("dropout=0.2", "defaults")}, exact=True),
+    bug("regressor_default_pad_id_changed", A, "regressor-code", "pad_id=0,", "pad_id=1,",
+        {"regressor.values": ("defaults", "pad_id=0")}, exact=True),
+    bug("regressor_default_max_len_short", A, "regressor-code", "max_len=64", "max_len=32",
+        {"regressor.values": ("defaults", "max_len=64")}, exact=True),
+]
+
 # issue 23: layers and attention
 NOISY = ("\n    def noisy(self, h):\n"
          "        return h + 0.05 * torch.randn_like(h) if self.training else h\n")
@@ -243,6 +268,14 @@ BUGS += [
         {"encoder.dropout": "eval mode", "encoder.mask": ("dropout", "eval mode"),
          "encoder.values": ("dropout", "eval mode")},
         more=[("self.dropout = nn.Dropout(dropout)", "self.p = dropout")]),
+    # the masked positions' inputs zeroed, attention run without the mask (issue 23's review):
+    # nothing masked leaks, but the pads still take attention weight
+    bug("encoder_zeroes_masked_inputs", A, "encoder-code", ENC_ATTN,
+        "if mask is not None:\n"
+        "            x = x.masked_fill(mask.reshape(x.shape[0], -1)[:, :, None], 0.0)\n"
+        "        x = self.norm1(x + self.dropout(self.self_attn(x, x)))",
+        {"encoder.mask": ("self_attn was called without the mask", "pass the layer's mask")},
+        exact=True),
     # the two masks in the wrong order in the signature: every decoder check names the swap
     bug("decoder_mask_arguments_swapped", A, "decoder-code",
         "def forward(self, y, memory, self_mask=None, memory_mask=None):",
