@@ -12,9 +12,10 @@ import secrets
 
 import torch
 
-from tfcourse.grading.framework import (Fail, as_tensor, close, expect_kind, expect_shape,
-                         expect_varies, first_match, parameter_shapes, swapped, under)
-from tfcourse.grading.reference import recipe_source
+from tfcourse.submission.framework import (Fail, as_tensor, close, expect_kind, expect_shape,
+                                           expect_varies, first_match, parameter_shapes, swapped,
+                                           under)
+from tfcourse.submission.reference import recipe_source
 from . import standins
 from tfcourse.sandbox.session import StudentError
 
@@ -303,7 +304,7 @@ def test_encoder_mask(ctx):
                       "floating", "EncoderLayer on x [2, 6, 12]")
     calls = probes["self_attn"].calls()
     seen = x.clone()
-    seen[0, 1] += 1.5
+    seen[0, 1] += ctx.randn(D)            # not a uniform shift, which a LayerNorm removes
     expect_varies(got[0, 0], as_tensor(student.run(seen, mask), "the output")[0, 0],
                   "the layer's output at position 0", "the token at position 1 (not masked) changed")
     hidden = x.clone()
@@ -316,10 +317,36 @@ def test_encoder_mask(ctx):
         raise Fail("changing masked positions changed the output at positions the mask keeps: "
                    "{cause}; pass the layer's mask to self_attn as it is",
                    cause=_mask_cause(calls, mask, (2, 1, 6, 6)))
-    if reference is not None:
-        with torch.no_grad():
-            expected = reference(x, mask)
-        ctx.expect_close(got, expected, "EncoderLayer with a padding mask")
+    _expect_mixed_by_attention(ctx, student, probes, ("self_attn",), (x, mask))
+    with torch.no_grad():
+        expected = reference(x, mask)
+    if not close(got, expected, ctx.atol, ctx.rtol) and (
+            not calls or not _same_mask(calls[-1].get("mask"), mask, (2, 1, 6, 6))):
+        raise Fail("EncoderLayer with a padding mask does not give the expected values: {cause}; "
+                   "pass the layer's mask to self_attn as it is (masking the inputs instead "
+                   "still lets the masked positions take attention weight)",
+                   cause=_mask_cause(calls, mask, (2, 1, 6, 6)))
+    ctx.expect_close(got, expected, "EncoderLayer with a padding mask")
+
+
+def _expect_mixed_by_attention(ctx, student, probes, paths, args) -> None:
+    """The layer's positions see each other through its attention sublayers only: with the
+    stand-ins at `paths` made to mix nothing (each position's output from its own query alone),
+    changing the input at position 1 changes the output there and nowhere else. A layer that mixes
+    its positions some other way (a running mean, a masked mean) shows here."""
+    for path in paths:                          # the stand-ins' mixing weights, zeroed
+        probes[path].load({"b": torch.zeros(D, D)})
+    moved = args[0].clone()
+    moved[:, 1] += ctx.randn(moved.shape[0], D)
+    before = _run_layer(student, probes, args)
+    after = _run_layer(student, probes, (moved, *args[1:]))
+    others = [position for position in range(moved.shape[1]) if position != 1]
+    if not close(before[:, others], after[:, others], ctx.atol, ctx.rtol):
+        raise Fail("with {blind} made to mix no positions, the output at other positions changed "
+                   "when only the input at position 1 changed: the positions must see each other "
+                   "through attention only, {call}", blind=", ".join(paths),
+                   call="self_attn(x, x, mask)" if len(paths) == 1 else
+                   "self_attn(y, y, self_mask)")
 
 
 # Dropout is checked where it acts. In training mode, around stand-in sublayers, each post-norm
@@ -367,8 +394,10 @@ DROPOUT_WRONG = [   # (base, delta, scale) from (h, sublayer(h)), and the words 
 
 
 def _expect_dropout_steps(ctx, steps, noisy: bool) -> None:
-    """Each step (name, norm, h, sublayer(h), output) is a post-norm step with dropout P; about a
-    share P of the sublayers' values are dropped, over all the steps."""
+    """Each step (name, norm, h, sublayer(h), output) is a post-norm step with dropout P, whose
+    keep-mask varies over the positions of each sequence and between the sequences (dropout draws
+    one for each value: a fixed mask for every position is not dropout); about a share P of the
+    sublayers' values are dropped, over all the steps."""
     kept = []
     for name, norm, h, sub, out in steps:
         masks, gaps = _best_mask(norm, h, sub, out, 1 / (1 - P))
@@ -387,11 +416,25 @@ def _expect_dropout_steps(ctx, steps, noisy: bool) -> None:
                        "{gap:.2g}). Dropout zeroes each value of the sublayer's output with "
                        "probability p and scales the others by 1/(1-p), before the residual add: "
                        "norm(x + dropout(sublayer(x)))", name=name, gap=float(gaps.max()))
-        kept.append(masks)
-    dropped = 1 - float(torch.cat(kept).mean())
+        kept.append((name, masks.reshape(h.shape)))
+    dropped = 1 - float(torch.cat([masks.flatten() for _, masks in kept]).mean())
     if abs(dropped - P) > 0.15:
         raise Fail("in training mode with dropout={p}, dropout zeroed {share:.0%} of the "
                    "sublayers' outputs; it should zero about {p:.0%} of them", p=P, share=dropped)
+    for name, masks in kept:
+        _expect_masks_vary(masks, name)
+
+
+def _expect_masks_vary(masks: torch.Tensor, name: str) -> None:
+    """The keep-masks [B, T, d] of one step differ between the positions of every sequence, and
+    between the sequences. (Drawn as dropout draws them, the 5 positions of a sequence share one
+    mask with odds below 1 in 10**7, and two sequences of 5 positions with odds below 10**-12.)"""
+    alike_in_a_sequence = any(bool((row == row[0]).all()) for row in masks)
+    if alike_in_a_sequence or bool((masks == masks[0]).all()):
+        raise Fail("in training mode, at the {name} sublayer, dropout zeroed the same features at "
+                   "every position of a sequence, or in every sequence of the batch: dropout "
+                   "draws its keep-mask at random for each value (as nn.Dropout does), not one "
+                   "mask shared by the positions or the sequences", name=name)
 
 
 def _witness(probes, path: str, like: torch.Tensor) -> torch.Tensor:
@@ -436,6 +479,11 @@ def _run_layer(student, probes, args, **options) -> torch.Tensor:
                        "the layer's output")
 
 
+FIXED_DROPOUT = ("in training mode, two calls with different random seeds gave the same output: "
+                 "dropout must draw a new random keep-mask at each call (nn.Dropout, or "
+                 "F.dropout with training=self.training), not a fixed one")
+
+
 def _dropout_check(ctx, cls, paths, args):
     """Dropout where the paper puts it, in training mode only. The exact check of each step runs on
     a layer wired as asked (its eval output is the reference's); a layer wired otherwise (pre-norm,
@@ -453,6 +501,8 @@ def _dropout_check(ctx, cls, paths, args):
     with torch.no_grad():
         wired_as_asked = close(first, reference(*args), ctx.atol, ctx.rtol)
     steps = _dropout_steps(reference, probes, args, trained) if wired_as_asked else []
+    if close(trained, _run_layer(student, probes, args, train=True, seed=5), ctx.atol, ctx.rtol):
+        raise Fail(FIXED_DROPOUT)
     _, still, still_probes = _with_probes(ctx, cls, paths, seed=52, dropout=0.0, strict=False)
     noisy = not close(_run_layer(still, still_probes, args, train=True, seed=4),
                       _run_layer(still, still_probes, args), ctx.atol, ctx.rtol)
@@ -552,7 +602,7 @@ def test_decoder_masks(ctx):
                     "the layer's output")
     recorded = {path: probes[path].calls() for path in ("self_attn", "cross_attn")}
     later = y.clone()
-    later[:, 3] += 1.5
+    later[:, 3] += ctx.randn(2, D)          # not a uniform shift, which a LayerNorm removes
     after = _decoder_output(student, later, memory, self_mask, memory_mask)
     expect_varies(out[:, 3], after[:, 3], "the output at position 3", "target token 3 changed")
     if not close(out[:, :3], after[:, :3], ctx.atol, ctx.rtol):
@@ -563,7 +613,7 @@ def test_decoder_masks(ctx):
                    "self_mask ({cause})",
                    cause=_mask_cause(recorded["self_attn"], self_mask, (2, 1, 5, 5)))
     earlier = y.clone()
-    earlier[:, 1] += 1.5
+    earlier[:, 1] += ctx.randn(2, D)
     if close(out[:, 2:], _decoder_output(student, earlier, memory, self_mask, memory_mask)[:, 2:],
              ctx.atol, ctx.rtol):
         raise Fail("positions 2-4 did not change when target token 1 changed: self-attention "
@@ -577,6 +627,8 @@ def test_decoder_masks(ctx):
                    "memory_mask ({cause})",
                    cause=_mask_cause(recorded["cross_attn"], memory_mask, (2, 1, 5, 7),
                                      "cross_attn"))
+    _expect_mixed_by_attention(ctx, student, probes, ("self_attn", "cross_attn"),
+                               (y, memory, self_mask, memory_mask))
 
 
 def _rewired_decoder(reference, y, self_kv, self_mask, cross_kv, cross_mask) -> torch.Tensor:
@@ -599,7 +651,7 @@ def test_decoder_memory(ctx):
     keys = calls[-1].get("x_kv") if calls else None
     took_y = isinstance(keys, torch.Tensor) and keys.shape == y.shape
     other = memory.clone()
-    other[:, :2] += 1.5
+    other[:, :2] += ctx.randn(2, 2, D)     # not a uniform shift, which a LayerNorm removes
     if close(out, _decoder_output(student, y, other, self_mask, memory_mask), ctx.atol, ctx.rtol):
         raise Fail("the output does not depend on the memory: cross-attention must take its keys "
                    "and values from the memory (the encoder's output); it got {what}",
@@ -613,6 +665,49 @@ def test_decoder_memory(ctx):
         if close(out, self_on_memory, ctx.atol, ctx.rtol):
             raise Fail("self-attention must take its keys and values from the decoder's own "
                        "input, the same tensor as its queries, not from the memory")
+    _expect_memory_as_reference(ctx, reference, student, (y, memory, self_mask, memory_mask),
+                                out)
+    _expect_memory_through_cross_attention(ctx, student, probes,
+                                           (y, memory, self_mask, memory_mask))
+
+
+def _memory_changed(ctx, memory: torch.Tensor) -> torch.Tensor:
+    """`memory` [2, 7, d] with new values at three random positions among the first five (which
+    no memory_mask of _decoder_inputs blocks)."""
+    changed = memory.clone()
+    where = ctx.randint(0, 5, 3)
+    changed[:, where] += ctx.randn(2, len(where), D)
+    return changed
+
+
+def _expect_memory_as_reference(ctx, reference, student, args, out) -> None:
+    """A layer that gives the reference's output gives it again with the memory changed at random
+    positions: it reads the memory it is given, as cross-attention reads it."""
+    y, memory, self_mask, memory_mask = args
+    with torch.no_grad():
+        if not close(out, reference(*args), ctx.atol, ctx.rtol):
+            return                      # wired otherwise: decoder.values says how
+        changed = _memory_changed(ctx, memory)
+        expected = reference(y, changed, self_mask, memory_mask)
+    if not close(_decoder_output(student, y, changed, self_mask, memory_mask), expected, ctx.atol,
+                 ctx.rtol):
+        raise Fail("with the memory changed at some positions, the output is not what "
+                   "cross-attention gives: the memory must reach the output through "
+                   "cross_attn(y, memory, memory_mask), read anew at each call")
+
+
+def _expect_memory_through_cross_attention(ctx, student, probes, args) -> None:
+    """With the cross-attention stand-in made blind to its keys and values (its output from its
+    queries alone), the output does not change with the memory: the memory reaches the output
+    through cross-attention only, however the rest of the layer is wired."""
+    y, memory, self_mask, memory_mask = args
+    probes["cross_attn"].load({"b": torch.zeros(D, D)})
+    before = _decoder_output(student, y, memory, self_mask, memory_mask)
+    after = _decoder_output(student, y, _memory_changed(ctx, memory), self_mask, memory_mask)
+    if not close(before, after, ctx.atol, ctx.rtol):
+        raise Fail("with cross_attn made blind to its keys and values, the output still changed "
+                   "with the memory: the memory reaches the output another way; it must enter "
+                   "the layer only through cross-attention, cross_attn(y, memory, memory_mask)")
 
 
 def test_decoder_dropout(ctx):

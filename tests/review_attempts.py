@@ -444,12 +444,22 @@ class EncoderLayer(nn.Module):
 # What each attempt got when the review graded it (graders at 78813c6; without trained.accuracy
 # and regressor.trained unless said): the checks it won that it should not have, or "defended".
 RESULTS = {
-    "encoder_fixed_dropout": "WON encoder.dropout (29/29 with regressor.trained skipped)",
-    "decoder_fixed_dropout": "WON decoder.dropout",
+    "encoder_fixed_dropout": "WON encoder.dropout (29/29 with regressor.trained skipped); "
+                             "after issue 23: defended, encoder.dropout lost ('two calls with "
+                             "different random seeds gave the same output'; lazy twin "
+                             "encoder_fixed_dropout)",
+    "decoder_fixed_dropout": "WON decoder.dropout; after issue 23: defended, decoder.dropout lost "
+                             "(lazy twin decoder_fixed_dropout)",
     "decoder_masked_memory_mean": "defended: decoder.memory lost (a uniform shift of the memory "
-                                  "adds the same to every feature, which the LayerNorm removes)",
-    "decoder_memory_mean_tanh": "WON decoder.memory; lost decoder.values and decoder.masks",
-    "decoder_self_running_mean": "WON decoder.masks; lost decoder.values only",
+                                  "adds the same to every feature, which the LayerNorm removes); "
+                                  "after issue 23 lost by design: with cross_attn blind to its "
+                                  "keys and values the output still changes with the memory",
+    "decoder_memory_mean_tanh": "WON decoder.memory; lost decoder.values and decoder.masks; after "
+                                "issue 23: defended, decoder.memory lost ('with cross_attn made "
+                                "blind ...'; lazy twin decoder_memory_mean_tanh)",
+    "decoder_self_running_mean": "WON decoder.masks; lost decoder.values only; after issue 23: "
+                                 "defended, decoder.masks lost ('with self_attn, cross_attn made "
+                                 "to mix no positions ...'; lazy twin decoder_self_running_mean)",
     "classifier_cache_padding": "WON classifier.padding; lost classifier.values (named cause)",
     "regressor_cache_padding": "WON regressor.padding; lost regressor.values (named cause)",
     "classifier_annotated_3d_mask": "realistic bug, 29/29 with regressor.trained: the stand-in "
@@ -473,7 +483,9 @@ RESULTS = {
                                            "lost model.values only",
     "model_tied_weight_data": "defended: model.tied lost, message names .data",
     "encoder_zeroes_masked_inputs": "realistic bug: lost encoder.mask only, but the message says "
-                                    "only 'not the expected values' (no cause)",
+                                    "only 'not the expected values' (no cause); after issue 23: "
+                                    "the message names it ('self_attn was called without the "
+                                    "mask'; catalogue bug encoder_zeroes_masked_inputs)",
     "d2l_records_attention_weights": "a correct d2l idiom lost classifier.logprobs, .padding, "
                                      ".values: 'EncoderLayerProbe' object has no attribute "
                                      "'self_attn' (the stand-in's name in the message)",

@@ -1,14 +1,15 @@
 """The dropout checks' search (autograder/test_layers.py), on post-norm steps made here: dropout as
 the paper has it passes, in any style that draws a 0/1 mask and rescales by 1/(1-p); noise, a
 missing rescale, p taken as the probability to keep, dropout after the residual add and a wrong
-rate fail, each named. The end-to-end checks are in the catalogue (tests/catalogue/layers.py)."""
+rate fail, each named, and so does a keep-mask shared by the positions or by the sequences. The
+end-to-end checks are in the catalogue (tests/catalogue/layers.py)."""
 from types import SimpleNamespace
 
 import pytest
 import torch
 
 import autograder.test_layers as layers
-from tfcourse.grading.framework import Fail
+from tfcourse.submission.framework import Fail
 
 P = layers.P
 CTX = SimpleNamespace(atol=1e-5, rtol=1e-4)
@@ -47,6 +48,10 @@ WRONG = {
     "after the add": (lambda s, h: torch.nn.functional.dropout(h + s, P, training=True) - h,
                       "after the residual add"),
     "no zeros": (lambda s, h: s / (1 - P), "should zero about"),
+    "a fixed mask": (lambda s, h: s * (torch.arange(12) >= 3).float() / (1 - P),
+                     "the same features at every position"),
+    "one mask for the batch": (lambda s, h: s * keep(s[:1]) / (1 - P),
+                               "the same features at every position"),
 }
 
 

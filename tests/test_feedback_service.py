@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from tfcourse.course import CourseError, load_course, parse_course
-from tfcourse.grading.report import NotebookReport, SubmissionReport, TestResult
+from tfcourse.submission.report import NotebookReport, SubmissionReport, TestResult
 from tfcourse.hub import page
 from tfcourse.hub.ledger import (DAY, FAILED, GRADED, HOUR, LIMITED, QUEUED, REFUSED, SAME,
                                  SUPERSEDED, AlreadyRunning, Ledger, next_allowed)
@@ -654,7 +654,7 @@ def test_a_service_restarted_on_a_full_disk_starts_and_grades_once_there_is_room
 
 # -- what a student sees ------------------------------------------------------------------------------
 def results_of(course, points: dict[str, float]) -> dict:
-    from tfcourse.grading.results import gradescope_json
+    from tfcourse.batch.results import gradescope_json
 
     assignment = "03-sorting"
     tests = [TestResult(t, points.get(t, course.assignment(assignment).points_of(t)),
@@ -772,7 +772,7 @@ def test_the_service_killed_mid_queue_grades_everything_once_after_a_restart(tmp
     grader dies with it. Restarted, it grades the three, each once, as `tfcourse grade` does; the
     hostile one, which tries to write its own results into the service's state, changes
     nothing there."""
-    from tfcourse.grading.runner import grade_many
+    from tfcourse.batch.runner import grade_many
 
     from conftest import survivors
 

@@ -243,6 +243,14 @@ BUGS += [
         {"encoder.dropout": "eval mode", "encoder.mask": ("dropout", "eval mode"),
          "encoder.values": ("dropout", "eval mode")},
         more=[("self.dropout = nn.Dropout(dropout)", "self.p = dropout")]),
+    # the masked positions' inputs zeroed, attention run without the mask (issue 23's review):
+    # nothing masked leaks, but the pads still take attention weight
+    bug("encoder_zeroes_masked_inputs", A, "encoder-code", ENC_ATTN,
+        "if mask is not None:\n"
+        "            x = x.masked_fill(mask.reshape(x.shape[0], -1)[:, :, None], 0.0)\n"
+        "        x = self.norm1(x + self.dropout(self.self_attn(x, x)))",
+        {"encoder.mask": ("self_attn was called without the mask", "pass the layer's mask")},
+        exact=True),
     # the two masks in the wrong order in the signature: every decoder check names the swap
     bug("decoder_mask_arguments_swapped", A, "decoder-code",
         "def forward(self, y, memory, self_mask=None, memory_mask=None):",

@@ -125,6 +125,58 @@ class DecoderLayer(DecoderLayer):
         y = self.norm3(y + self.ffn(y))
         return y + 1e-3 * torch.randn_like(y) if self.training else y
 '''
+# Dropout without its randomness (issue 23's review): the same first round(p * d) features of
+# every position always zeroed, the others rescaled; or one random mask a call, shared by every
+# position of the batch.
+FIXED_DROP = '''
+    def drop(self, s):
+        p = self.dropout.p
+        if not self.training or p == 0:
+            return s
+        keep = {keep}
+        return s * keep / (1 - p)
+'''
+FIXED = FIXED_DROP.format(keep="(torch.arange(s.shape[-1]) >= round(p * s.shape[-1])).to(s.dtype)")
+ONE_PER_CALL = FIXED_DROP.format(keep="(torch.rand(s.shape[-1]) >= p).to(s.dtype)")
+DROPPED_ENCODER = '''
+class EncoderLayer(EncoderLayer):
+    def forward(self, x, mask=None):
+        x = self.norm1(x + self.drop(self.self_attn(x, x, mask)))
+        return self.norm2(x + self.drop(self.ffn(x)))
+'''
+DROPPED_DECODER = '''
+class DecoderLayer(DecoderLayer):
+    def forward(self, y, memory, self_mask=None, memory_mask=None):
+        y = self.norm1(y + self.drop(self.self_attn(y, y, self_mask)))
+        y = self.norm2(y + self.drop(self.cross_attn(y, memory, memory_mask)))
+        return self.norm3(y + self.drop(self.ffn(y)))
+'''
+# Position mixers that are no attention, each honouring its mask (issue 23's review).
+RUNNING_MEAN_DECODER = '''
+class DecoderLayer(DecoderLayer):
+    def forward(self, y, memory, self_mask=None, memory_mask=None):
+        steps = torch.arange(1, y.shape[1] + 1, dtype=y.dtype)[None, :, None]
+        y = self.norm1(y + torch.tanh(y.cumsum(1) / steps))
+        y = self.norm2(y + self.dropout(self.cross_attn(y, memory, memory_mask)))
+        return self.norm3(y + self.dropout(self.ffn(y)))
+'''
+MEMORY_MEAN_TANH_DECODER = '''
+class DecoderLayer(DecoderLayer):
+    def forward(self, y, memory, self_mask=None, memory_mask=None):
+        y = self.norm1(y + self.dropout(self.self_attn(y, y, self_mask)))
+        y = self.norm2(y + torch.tanh(memory.mean(dim=1, keepdim=True)))
+        return self.norm3(y + self.dropout(self.ffn(y)))
+'''
+MASKED_MEAN_ENCODER = '''
+class EncoderLayer(EncoderLayer):
+    def forward(self, x, mask=None):
+        keep = torch.ones(x.shape[:2], dtype=x.dtype)
+        if mask is not None:
+            keep = (~mask.bool()).reshape(x.shape[0], -1)[:, -x.shape[1]:].to(x.dtype)
+        mean = (x * keep[..., None]).sum(1, keepdim=True) / keep.sum(1)[:, None, None]
+        x = self.norm1(x + torch.tanh(x + mean))
+        return self.norm2(x + self.dropout(self.ffn(x)))
+'''
 # The classifier's and the regressor's encoding without a mask, after dropping the trailing
 # columns that are padding in every row, and averaged over every position left.
 TRIMMED = '''
@@ -172,6 +224,20 @@ class EncoderLayer(EncoderLayer):
 ''', why="no self-attention: nothing masked can leak, because no position sees another"),
     twin("encoder_dropout_as_noise", A2, "encoder.dropout", "encoder-code", NOISY_ENCODER,
          why="no dropout; a little noise in training mode"),
+    twin("encoder_fixed_dropout", A2, "encoder.dropout", "encoder-code",
+         DROPPED_ENCODER + FIXED,
+         why="a fixed keep-mask: the same first features of every position zeroed, every call"),
+    twin("encoder_one_dropout_mask_a_call", A2, "encoder.dropout", "encoder-code",
+         DROPPED_ENCODER + ONE_PER_CALL,
+         why="one random keep-mask a call, shared by every position and sequence"),
+    twin("encoder_pre_norm_fixed_dropout", A2, "encoder.dropout", "encoder-code", '''
+class EncoderLayer(EncoderLayer):
+    def forward(self, x, mask=None):
+        x = x + self.drop(self.self_attn(self.norm1(x), self.norm1(x), mask))
+        return x + self.drop(self.ffn(self.norm2(x)))
+''' + FIXED, why="wired pre-norm (so no step is checked exactly), with a fixed keep-mask"),
+    twin("encoder_masked_mean_mixer", A2, "encoder.mask", "encoder-code", MASKED_MEAN_ENCODER,
+         why="no attention: the mean over the positions the mask keeps, added to each"),
     frozen("decoder_frozen", A2, "decoder.params", "decoder-code", "DecoderLayer",
            "d_model, num_heads, d_ff, dropout"),
     twin("decoder_cross_attention_is_self_attention", A2, "decoder.params", "decoder-code",
@@ -194,6 +260,16 @@ class DecoderLayer(DecoderLayer):
          why="no cross-attention: the memory's mean added to every position"),
     twin("decoder_dropout_as_noise", A2, "decoder.dropout", "decoder-code", NOISY_DECODER,
          why="no dropout; a little noise in training mode"),
+    twin("decoder_fixed_dropout", A2, "decoder.dropout", "decoder-code",
+         DROPPED_DECODER + FIXED,
+         why="a fixed keep-mask: the same first features of every position zeroed, every call"),
+    twin("decoder_self_running_mean", A2, "decoder.masks", "decoder-code", RUNNING_MEAN_DECODER,
+         why="no self-attention: a running mean of the earlier positions, causal by "
+             "construction, self_mask never used"),
+    twin("decoder_memory_mean_tanh", A2, "decoder.memory", "decoder-code",
+         MEMORY_MEAN_TANH_DECODER,
+         why="no cross-attention: tanh of the memory's mean added to every position (a uniform "
+             "shift of the memory no longer cancels in the LayerNorm)"),
     frozen("classifier_frozen", A2, "classifier.structure", "classifier-code",
            "EncoderClassifier", CLASSIFIER_ARGS),
     twin("classifier_log_softmax_of_zeros", A2, "classifier.logprobs", "classifier-code", '''

@@ -28,8 +28,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from tfcourse.course import Course, CourseError
-from tfcourse.grading.results import write_results
-from tfcourse.grading.runner import failure_report, grade_in_child, student_threads
+from tfcourse.batch.results import write_results
+from tfcourse.batch.runner import failure_report, grade_in_child, student_threads
 
 from . import page
 from .inbox import Arrival, Watcher, check_inbound, inbound, owner_of, snapshot
