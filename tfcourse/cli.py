@@ -160,12 +160,19 @@ def cmd_report(options) -> int:
     return 0
 
 
+SHOWN_PROBLEMS = 10     # lines about submissions not compared printed; the page lists them all
+
+
 def cmd_similarity(options) -> int:
     course = _course(options)
     from .insights.similarity import run
 
-    page, pairs = run(course, options.submissions, options.out, options.assignment,
-                      options.known, options.threshold)
+    page, pairs, problems = run(course, options.submissions, options.out, options.assignment,
+                                options.known, options.threshold)
+    for line in problems[:SHOWN_PROBLEMS]:
+        print(f"not compared: {line}")
+    if len(problems) > SHOWN_PROBLEMS:
+        print(f"not compared: {len(problems) - SHOWN_PROBLEMS} more, listed on the page")
     print(f"{len(pairs)} pair(s) at or above {options.threshold:.0%}: {page}")
     return 0
 

@@ -238,14 +238,21 @@ def _module(what: str, cls, *args, names=None, **kwargs):
     return module, wanted
 
 
+# Outputs of the fixed examples named in words, where the key alone reads as code (`self`).
+_OUTPUTS = {"self": "the output of self-attention", "self_own": "the output of self-attention",
+            "cross": "the output of cross-attention",
+            "masked_self": "the output of masked self-attention",
+            "padded_cross": "the output of cross-attention with a padding mask"}
+
+
 def _values(name: str, *stubs, hint: str = "", got: dict | None = None) -> None:
     """Compare example `name` run on `stubs` (or its outputs `got`) with the solution's numbers."""
     got = _example(name, *stubs) if got is None else got
     wrong = _differs(name, got)
     if wrong:
         key, gap = wrong[0]
-        _fail("on the check's fixed example, `{key}` is not what the course's solution gives "
-              "({gap}){hint}", key=key,
+        _fail("on the check's fixed example, {what} is not what the course's solution gives "
+              "({gap}){hint}", what=_say(_OUTPUTS[key]) if key in _OUTPUTS else f"`{key}`",
               gap=_say("a different shape or type") if gap == math.inf else
               _say("largest difference {gap:.3g}", gap=gap),
               hint=(": " + _say(hint)) if hint else "")
