@@ -854,3 +854,27 @@ def test_the_guide_quotes_course_yaml(course):
     assert f"fair use allows {feedback.per_hour} gradings an hour and {feedback.per_day} a day" \
         in strip(text)
     assert f"more than {FLOOD} folders in a day" in strip(text)
+
+
+def test_a_notebook_too_costly_to_strip_is_copied_for_the_grader_to_refuse(course, tmp_path,
+                                                                          monkeypatch):
+    """Millions of tiny strings take strip_outputs minutes (submission.strippable): the service
+    stalled on such a notebook while it copied it. It copies it unstripped (within the file
+    limit), and the grader, which checks before stripping, says why nothing was graded."""
+    import dataclasses
+
+    from tfcourse.grading import submission
+    from tfcourse.hub import inbox
+
+    monkeypatch.setattr(submission, "STRIP_TOKENS", 1000)       # as 20 million, made cheap
+    monkeypatch.setattr(inbox, "strip_outputs", lambda data: pytest.fail("stripped"))
+    small = dataclasses.replace(course, limits=dataclasses.replace(course.limits,
+                                                                   notebook_mb=0.01))
+    costly = b'{"cells": [], "x": [' + b'"",' * 5000 + b'""]}'
+    folder = submit(tmp_path / "exchange", "alice", notebook=costly)
+    feedback = service(small, tmp_path)
+    feedback.scan()
+    copied = feedback.ledger.snapshot_folder(folder.name) / "attention.ipynb"
+    assert copied.read_bytes() == costly
+    parsed, notes = submission.parse_notebook(costly, "attention.ipynb", 0.01)
+    assert parsed is None and "more than" in notes[0].template

@@ -29,7 +29,9 @@ from pathlib import Path
 
 from tfcourse.course import Course, CourseError
 from tfcourse.grading.results import write_results
-from tfcourse.grading.runner import failure_report, grade_in_child, student_threads
+from tfcourse.grading import runner
+from tfcourse.grading.runner import (SideBySideRefused, failure_report, grade_in_child,
+                                     student_threads)
 
 from . import page
 from .inbox import Arrival, Watcher, check_inbound, inbound, owner_of, snapshot
@@ -94,7 +96,9 @@ class Service:
     # -- starting and stopping ----------------------------------------------------------------
     def start(self) -> None:
         """Claim the state folder, take up what was pending, start the workers and the
-        watcher."""
+        watcher. Raises SideBySideRefused where student code runs as a plain process and this
+        service would grade students side by side or leave them its state folder to read."""
+        self.refuse_side_by_side()
         self.ledger.claim()
         again = self.ledger.load()
         for record in sorted(self.ledger.all(), key=lambda r: r.graded_at or 0):
@@ -106,6 +110,18 @@ class Service:
         self.threads.append(threading.Thread(target=self._watch, name="watcher", daemon=True))
         for thread in self.threads:
             thread.start()
+
+    def refuse_side_by_side(self) -> None:
+        """`tfcourse grade`'s checks where student code runs as a plain process (sandbox.isolation:
+        process), all students as one user: one submission at a time (--jobs 1), and nothing in
+        the state folder (classmates' notebooks, results, records) readable by that user."""
+        runner.refuse_side_by_side(self.course, self.jobs)
+        state = self.ledger.state
+        inside = [state / name for name in ("records", "snapshots", "results", "report")]
+        for folder in inside:
+            for top, folders, files in os.walk(folder):
+                inside += [Path(top, name) for name in folders + files]
+        runner.refuse_readable(self.course, inside)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -498,13 +514,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(course: Course, options) -> int:
+    runner.hide_command_line("tfcourse feedback-service")   # no path for student code to read
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     state = options.state or course.root / "feedback-service"
     service = Service(course, options.exchange, state, jobs=options.jobs, lang=options.lang,
                       poll=options.poll, trust_names=options.trust_names)
     try:
         service.start()
-    except AlreadyRunning as error:
+    except (AlreadyRunning, SideBySideRefused) as error:
         print(f"tfcourse feedback-service: {error}", file=sys.stderr)
         return 2
     log.info("watching %s, %d grader(s), state in %s", service.inbox, service.jobs, state)
