@@ -748,10 +748,10 @@ def _records(state: Path) -> dict[str, dict]:
     return found
 
 
-def _start(state: Path, exchange: Path, log: Path) -> subprocess.Popen:
+def _start(state: Path, exchange: Path, log: Path, *more: str) -> subprocess.Popen:
     command = [sys.executable, "-m", "tfcourse", "--course", str(ROOT), "feedback-service",
                "--exchange", str(exchange), "--state", str(state), "--no-page", "--poll", "0.2",
-               "--trust-names", "--jobs", "1"]
+               "--trust-names", *(more or ["--jobs", "1"])]
     return subprocess.Popen(command, stdout=log.open("ab"), stderr=subprocess.STDOUT)
 
 
@@ -837,6 +837,60 @@ def test_the_service_killed_mid_queue_grades_everything_once_after_a_restart(tmp
     by_student = {r["student"]: r["score"] for r in records.values()}
     full = load_course(ROOT).assignment("01-attention").points
     assert by_student["alice"] == by_student["eve"] == full and by_student["bob"] < full
+
+
+def _exchange_with(tmp_path: Path, students: dict[str, dict]) -> Path:
+    """The exchange, with one submission of 01-attention for each student (their answers)."""
+    exchange = tmp_path / "exchange"
+    for number, (student, answers) in enumerate(students.items()):
+        made = make_submission(tmp_path / "made" / student, "01-attention", answers)
+        folder = exchange / "tfcourse" / "inbound" / \
+            f"{student}+01-attention+2026-12-01 10:0{number}:00.000000 UTC+r{number}"
+        shutil.copytree(made, folder)                   # as nbgrader submit leaves it
+        (folder / "timestamp.txt").write_text("2026-12-01 10:00:00.000000 UTC")
+        os.chmod(folder, 0o777)
+    os.chmod(folder.parent, 0o733)
+    return exchange
+
+
+@pytest.mark.slow
+def test_the_service_grades_on_a_cluster_and_a_worker_killed_mid_rush_loses_nothing(tmp_path):
+    """`--scheduler`: a real Dask scheduler and two workers; the first is killed (its nanny
+    too, for good) while it grades. Every submission is graded exactly once, with its scores,
+    recorded as the service records any grading (fair use and pages read those records)."""
+    pytest.importorskip("distributed")
+    from test_cluster import Cluster, with_group
+
+    bug = replace_in(solution_cells("01-attention")["mha-code"], "return self.w_o(out)",
+                     "return out")
+    exchange = _exchange_with(tmp_path, {"alice": {}, "bob": {"mha-code": bug}, "carol": {}})
+    state, log = tmp_path / "state", tmp_path / "service.log"
+    (tmp_path / "dask").mkdir()
+    dask = Cluster(tmp_path / "dask")
+    service = None
+    try:
+        service = _start(state, exchange, log, "--scheduler", dask.address)
+        victim = dask.nannies[0]
+        _wait(lambda: dask.graders(victim), 120, "a grading started on the first worker", log)
+        with_group(victim, signal.SIGKILL)              # the nanny and its worker, for good
+        victim.wait(10)
+        records = _wait(lambda: (lambda r: r if len(r) == 3 and all(
+            x["status"] == GRADED for x in r.values()) else None)(_records(state)), 300,
+            "all three graded", log)
+    finally:
+        if service is not None:
+            service.send_signal(signal.SIGTERM)
+            service.wait(30)
+        dask.close()
+    said = log.read_text()
+    for key in records:                                 # each graded once: one result each
+        assert said.count(f"{key}: queued") == 1 and said.count(f"{key}: ") == 2, key
+    assert {r["attempts"] for r in records.values()} == {1}
+    assert sorted(p.name for p in (state / "results").iterdir()) == sorted(records)
+    full = load_course(ROOT).assignment("01-attention").points
+    scored = {r["student"]: r["score"] for r in records.values()}
+    assert scored["alice"] == scored["carol"] == full and scored["bob"] < full
+    assert "watching" in said and "Traceback" not in said
 
 
 def test_the_guide_quotes_course_yaml(course):

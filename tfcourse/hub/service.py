@@ -6,7 +6,8 @@ Run by JupyterHub as a managed service, as the instructor's account (docs/jupyte
                  is checked (inbox.py), copied, and queued, or recorded as over fair use (ledger.py)
     workers      --jobs threads; each grades one queued submission at a time with the trusted
                  grader in its own process (the sandbox runs the student's code), as `tfcourse
-                 grade` does, and writes its results into the state folder
+                 grade` does, and writes its results into the state folder; with --scheduler,
+                 each sends it to a Dask cluster's workers instead (remote.py)
     page         /services/<name>/ for each logged-in user: their own submissions (page.py);
                  /services/<name>/api/feedback: the same as JSON
 
@@ -30,6 +31,7 @@ from pathlib import Path
 from tfcourse.course import Course, CourseError
 from tfcourse.grading.results import write_results
 from tfcourse.grading import runner
+from tfcourse.grading.cluster import ClusterError, require_distributed
 from tfcourse.grading.runner import (SideBySideRefused, failure_report, grade_in_child,
                                      student_threads)
 
@@ -49,17 +51,21 @@ class Service:
     """The watcher and the grading workers (the page is `make_app`'s). `grade` (for tests):
     a function (course, folder, assignment) -> SubmissionReport; default: the sandboxed grader."""
 
-    def __init__(self, course: Course, exchange: Path, state: Path, *, jobs: int = 1,
+    def __init__(self, course: Course, exchange: Path, state: Path, *, jobs: int | None = 1,
                  lang: str | None = None, poll: float = 2.0, trust_names: bool = False,
-                 clock=time.time, grade=None):
+                 clock=time.time, grade=None, scheduler: str | None = None):
         self.course, self.exchange = course, Path(exchange)
         self.inbox = inbound(self.exchange, course.id)
         self.watcher = Watcher(self.inbox)
         self.ledger = Ledger(state)
-        self.jobs, self.poll, self.trust_names = max(1, jobs), poll, trust_names
+        # None: as many as the cluster's workers have threads (with a scheduler), else 1
+        self.jobs_given, self.jobs = jobs, max(1, jobs or 1)
+        self.poll, self.trust_names = poll, trust_names
         self.lang = lang or course.language
         self.clock = clock
         self.grade = grade or self._grade_in_sandbox
+        self.scheduler = scheduler              # a Dask scheduler's address: graded there
+        self.remote = None                      # its client, once started (remote.Remote)
         self.turns = threading.Condition()      # queued records wait here for a worker
         self.busy: set[str] = set()             # students one of whose submissions is graded now
         self.stopping = threading.Event()
@@ -97,9 +103,20 @@ class Service:
     def start(self) -> None:
         """Claim the state folder, take up what was pending, start the workers and the
         watcher. Raises SideBySideRefused where student code runs as a plain process and this
-        service would grade students side by side or leave them its state folder to read."""
-        self.refuse_side_by_side()
+        service would grade students side by side or leave them its state folder to read (a
+        cluster's workers refuse that mode themselves: cluster.without_bubblewrap);
+        cluster.ClusterError when its scheduler cannot be reached."""
+        if self.scheduler is None:
+            self.refuse_side_by_side()
         self.ledger.claim()
+        if self.scheduler is not None:
+            from .remote import Remote
+
+            self.remote = Remote(self.course, self.scheduler)
+            if self.grade == self._grade_in_sandbox:
+                self.grade = self._grade_on_cluster
+            if self.jobs_given is None:
+                self.jobs = self.remote.slots()
         again = self.ledger.load()
         for record in sorted(self.ledger.all(), key=lambda r: r.graded_at or 0):
             self.timing.add(record.assignment, record.seconds)
@@ -359,6 +376,9 @@ class Service:
                               [self.ledger.state.resolve(), self.exchange.resolve()],
                               within=snapshots)
 
+    def _grade_on_cluster(self, course: Course, folder: Path, assignment: str):
+        return self.remote.grade(course, folder, assignment, self.ledger.state / "snapshots")
+
     # -- what the page shows ----------------------------------------------------------------------
     def waits(self, fresh: bool = False) -> dict[str, Wait]:
         """Submissions queued or being graded: how many go before each, and how long until its
@@ -498,8 +518,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state", type=Path,
                         help="where the service keeps its queue and results (default: "
                              "COURSE/feedback-service)")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="submissions graded at once (default: 1)")
+    parser.add_argument("--jobs", type=int,
+                        help="submissions graded at once (default: 1; with --scheduler, the "
+                             "cluster's worker threads when the service starts)")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="grade on the workers of this Dask scheduler (tcp://host:8786, or a "
+                             "scheduler file), as `tfcourse grade --scheduler` does")
     parser.add_argument("--poll", type=float, default=2.0,
                         help="seconds between looks at the exchange (default: 2)")
     parser.add_argument("--lang", help="language of the feedback (default: course.yaml's)")
@@ -517,11 +541,14 @@ def run(course: Course, options) -> int:
     runner.hide_command_line("tfcourse feedback-service")   # no path for student code to read
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     state = options.state or course.root / "feedback-service"
-    service = Service(course, options.exchange, state, jobs=options.jobs, lang=options.lang,
-                      poll=options.poll, trust_names=options.trust_names)
+    service = Service(course, options.exchange, state, jobs=options.jobs,
+                      lang=options.lang, poll=options.poll, trust_names=options.trust_names,
+                      scheduler=options.scheduler)
     try:
+        if options.scheduler:
+            require_distributed()
         service.start()
-    except (AlreadyRunning, SideBySideRefused) as error:
+    except (AlreadyRunning, SideBySideRefused, ClusterError) as error:
         print(f"tfcourse feedback-service: {error}", file=sys.stderr)
         return 2
     log.info("watching %s, %d grader(s), state in %s", service.inbox, service.jobs, state)
