@@ -110,10 +110,12 @@ def submit(made: dict[str, Path], inbound: Path, student: str, assignment: str, 
     return key
 
 
-def start(state: Path, exchange: Path, jobs: int, log: Path, account) -> subprocess.Popen:
+def start(state: Path, exchange: Path, jobs: int, log: Path, account, skip=()
+          ) -> subprocess.Popen:
     command = [sys.executable, "-m", "tfcourse", "--course", str(ROOT),
                "feedback-service", "--exchange", str(exchange), "--state", str(state),
-               "--no-page", "--poll", "1", "--trust-names", "--jobs", str(jobs)]
+               "--no-page", "--poll", "1", "--trust-names", "--jobs", str(jobs),
+               *(["--skip", *skip] if skip else [])]
     return subprocess.Popen(command, stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=ROOT,
                             preexec_fn=account.enter if account else None)
 
@@ -181,16 +183,36 @@ def analyse(found: dict, sent: dict[str, float], log: str, jobs: int, cpu: float
                       for o in repeats if graded[o]["student"] != r["student"])
         behind = max(behind, overlap / jobs)
     idle = idle_clear = 0.0         # slot-seconds idle while a submission waited
+    where = {"one student at a time": 0.0, "fault: a kill until the restart, or disk full": 0.0,
+             "restart: until its first grading": 0.0, "other": 0.0}
+    processes = started_at(log)
     if graded:
         t, end = min(r["received"] for r in graded.values()), max(starts.values())
         while t < end:
-            waiting = sum(r["received"] <= t < starts[k] for k, r in graded.items())
-            running = sum(starts[k] <= t < r["graded_at"] for k, r in graded.items())
-            lost = 0.5 * max(0, min(jobs, running + waiting) - running)
+            waiting = [r["student"] for k, r in graded.items() if r["received"] <= t < starts[k]]
+            running = {r["student"] for k, r in graded.items()
+                       if starts[k] <= t < r["graded_at"]}
+            lost = 0.5 * max(0, min(jobs, len(running) + len(waiting)) - len(running))
+            free = 0.5 * max(0, min(jobs, len(running) + len(set(waiting) - running))
+                             - len(running))
             idle += lost
-            if not any(begin <= t < until for begin, until in windows):
-                idle_clear += lost
+            where["one student at a time"] += lost - free
+            if any(begin <= t < until for begin, until in windows):
+                where["fault: a kill until the restart, or disk full"] += free
+                t += 0.5
+                continue
+            idle_clear += lost
+            if any(p <= t < min([b for b in starts.values() if b >= p] or [end])
+                     for p in processes[1:]):
+                where["restart: until its first grading"] += free
+            else:
+                where["other"] += free
             t += 0.5
+    warming = []                    # each service process: its first grading's seconds
+    for p in processes:
+        began = [(starts[k], r.get("seconds")) for k, r in graded.items() if starts[k] >= p]
+        if began:
+            warming.append(min(began)[1])
     clear = [r for r in graded.values()
              if not any(r["received"] < end and begin < r["graded_at"] for begin, end in windows)]
     logged = re.findall(r"tfcourse\.feedback (.+?): \S+ / \S+ in [\d.]+ s$", log, re.M)
@@ -207,6 +229,7 @@ def analyse(found: dict, sent: dict[str, float], log: str, jobs: int, cpu: float
         "wait_worst": round(max(waits), 1) if waits else None,
         "behind_repeats_worst": round(behind, 1),
         "idle_slot_seconds": idle, "idle_slot_seconds_clear_of_faults": idle_clear,
+        "idle_slot_seconds_by_cause": where, "first_grading_seconds_per_process": warming,
         "estimate_error_all": estimate_errors(list(graded.values())),
         "estimate_error_clear_of_faults": estimate_errors(clear),
         "grading_seconds_median": round(statistics.median(
@@ -224,6 +247,8 @@ def main() -> int:
     parser.add_argument("--fill", type=float, default=0,
                         help="seconds the state folder's disk stays full, mid-rush")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--skip", nargs="*", default=[],
+                        help="checks the service does not grade (its --skip)")
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--json", type=Path, help="write the figures here too")
     options = parser.parse_args()
@@ -247,7 +272,7 @@ def main() -> int:
     notes: list[str] = []
     windows: list[tuple[float, float]] = []     # (begin, end) of each fault, by the clock
     sent: dict[str, float] = {}
-    service = start(state, exchange, options.jobs, log, account)
+    service = start(state, exchange, options.jobs, log, account, options.skip)
     began = time.monotonic()
     try:
         for index, (when, student, kind) in enumerate(events):
@@ -261,7 +286,7 @@ def main() -> int:
                 service.wait()
                 notes.append(f"SIGKILL after {index + 1} submissions, at "
                              f"{time.monotonic() - began:.0f} s; restarted")
-                service = start(state, exchange, options.jobs, log, account)
+                service = start(state, exchange, options.jobs, log, account, options.skip)
             if index == fill_at:
                 filler = fill(state)
                 windows.append((time.time(), time.time() + options.fill))
@@ -293,7 +318,7 @@ def main() -> int:
                for begin, end in windows]
     figures = analyse(found, sent, text, options.jobs, cpu, windows)
     figures.update(assignment=options.assignment, students=options.students,
-                   minutes=options.minutes, jobs=options.jobs, unreadable_records=unreadable,
+                   minutes=options.minutes, jobs=options.jobs, skip=options.skip, unreadable_records=unreadable,
                    forged=sorted(str(p) for p in state.rglob("forged.json")), faults=notes,
                    wall_seconds=round(time.monotonic() - began), load=os.getloadavg())
     print(json.dumps(figures, indent=1))

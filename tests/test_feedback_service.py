@@ -932,3 +932,27 @@ def test_a_notebook_too_costly_to_strip_is_copied_for_the_grader_to_refuse(cours
     assert copied.read_bytes() == costly
     parsed, notes = submission.parse_notebook(costly, "attention.ipynb", 0.01)
     assert parsed is None and "more than" in notes[0].template
+
+
+def test_checks_skipped_on_submit_reach_the_grader(course, tmp_path, monkeypatch):
+    """`feedback-service --skip trained.accuracy`: the check is not graded (its training is too
+    long for the hub's machine), and the student's results say it was skipped."""
+    from tfcourse.grading.runner import zero_report
+    from tfcourse.hub import service as module
+
+    asked = []
+
+    def grader(course, folder, assignment, threads, skip, hide, within=None):
+        asked.append(skip)
+        return zero_report(course, assignment, folder.name, "wrong", skip=skip)
+
+    monkeypatch.setattr(module, "grade_in_child", grader)
+    submit(tmp_path / "exchange", "alice", "03-sorting")
+    feedback = Service(course, tmp_path / "exchange", tmp_path / "state", clock=Clock(),
+                       trust_names=True, skip=["trained.accuracy"])
+    feedback.scan()
+    key = grade_next(feedback)
+    assert asked == [["trained.accuracy"]]
+    tests = {t["name"]: t for t in feedback.ledger.results(key)["tests"]}
+    skipped = [name for name, t in tests.items() if "skipped" in t.get("output", "")]
+    assert skipped == ["Transformer, noam_rate, shift_right: accuracy"]

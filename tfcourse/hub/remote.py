@@ -59,15 +59,15 @@ class Remote:
             refusing = set(self.refusing)
         return [w for w in self.client.scheduler_info()["workers"] if w not in refusing]
 
-    def grade(self, course: Course, folder: Path, assignment: str,
-              within: Path | None = None) -> SubmissionReport:
+    def grade(self, course: Course, folder: Path, assignment: str, within: Path | None = None,
+              skip: list[str] = ()) -> SubmissionReport:
         """Grade the snapshot `folder` on a worker; a failure's report, saying why, when no
         worker grades it (each refused, or it ended every worker it was sent to)."""
         from distributed import KilledWorker
 
         payload = {"submission": cluster.pack(course, folder, within, assignment),
                    "version": self.version, "runtime": self.runtime,
-                   "threads": student_threads(course), "assignment": assignment, "skip": []}
+                   "threads": student_threads(course), "assignment": assignment, "skip": list(skip)}
         while (workers := self._others()) is None or workers:
             where = {} if workers is None else {"workers": workers, "allow_other_workers": False}
             future = self.client.submit(cluster.TASK, payload, pure=False, retries=1,
@@ -78,18 +78,18 @@ class Remote:
                 self._say(str(refused))
                 if not refused.address:
                     return failure_report(course, folder, assignment, f"not graded: {refused}",
-                                          within)
+                                          within, skip)
                 with self.lock:
                     self.refusing.add(refused.address)
                 continue
             except KilledWorker as error:
                 return failure_report(course, folder, assignment, (
                     f"grading this submission ended each of the {error.allowed_failures + 1} "
-                    f"Dask workers it was sent to, so it was not graded"), within)
+                    f"Dask workers it was sent to, so it was not graded"), within, skip)
             finally:
                 future.release()
             for line in lines:
                 self._say(line)
             return report
         return failure_report(course, folder, assignment, "not graded: every Dask worker "
-                              "refused to grade for this service (see its log)", within)
+                              "refused to grade for this service (see its log)", within, skip)

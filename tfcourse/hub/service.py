@@ -53,7 +53,8 @@ class Service:
 
     def __init__(self, course: Course, exchange: Path, state: Path, *, jobs: int | None = 1,
                  lang: str | None = None, poll: float = 2.0, trust_names: bool = False,
-                 clock=time.time, grade=None, scheduler: str | None = None):
+                 clock=time.time, grade=None, scheduler: str | None = None,
+                 skip: list[str] = ()):
         self.course, self.exchange = course, Path(exchange)
         self.inbox = inbound(self.exchange, course.id)
         self.watcher = Watcher(self.inbox)
@@ -65,6 +66,7 @@ class Service:
         self.clock = clock
         self.grade = grade or self._grade_in_sandbox
         self.scheduler = scheduler              # a Dask scheduler's address: graded there
+        self.skip = list(skip)                  # checks not graded here ("not graded: skipped")
         self.remote = None                      # its client, once started (remote.Remote)
         self.turns = threading.Condition()      # queued records wait here for a worker
         self.busy: set[str] = set()             # students one of whose submissions is graded now
@@ -372,12 +374,13 @@ class Service:
 
     def _grade_in_sandbox(self, course: Course, folder: Path, assignment: str):
         snapshots = self.ledger.state / "snapshots"
-        return grade_in_child(course, folder, assignment, student_threads(course), [],
+        return grade_in_child(course, folder, assignment, student_threads(course), self.skip,
                               [self.ledger.state.resolve(), self.exchange.resolve()],
                               within=snapshots)
 
     def _grade_on_cluster(self, course: Course, folder: Path, assignment: str):
-        return self.remote.grade(course, folder, assignment, self.ledger.state / "snapshots")
+        return self.remote.grade(course, folder, assignment, self.ledger.state / "snapshots",
+                                 self.skip)
 
     # -- what the page shows ----------------------------------------------------------------------
     def waits(self, fresh: bool = False) -> dict[str, Wait]:
@@ -524,6 +527,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="grade on the workers of this Dask scheduler (tcp://host:8786, or a "
                              "scheduler file), as `tfcourse grade --scheduler` does")
+    parser.add_argument("--skip", nargs="*", default=[],
+                        help="checks not graded on submit, shown as such (e.g. "
+                             "trained.accuracy: a training too long for the hub's machine)")
     parser.add_argument("--poll", type=float, default=2.0,
                         help="seconds between looks at the exchange (default: 2)")
     parser.add_argument("--lang", help="language of the feedback (default: course.yaml's)")
@@ -543,7 +549,7 @@ def run(course: Course, options) -> int:
     state = options.state or course.root / "feedback-service"
     service = Service(course, options.exchange, state, jobs=options.jobs,
                       lang=options.lang, poll=options.poll, trust_names=options.trust_names,
-                      scheduler=options.scheduler)
+                      scheduler=options.scheduler, skip=options.skip)
     try:
         if options.scheduler:
             require_distributed()
