@@ -149,10 +149,8 @@ def percentile(values: list[float], share: float) -> float:
 
 def started_at(log: str) -> list[float]:
     """When each service process began watching (the log's times are local)."""
-    import datetime
-
-    return [datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
-            for stamp in re.findall(r"^(\S+ \S+) tfcourse\.feedback watching ", log, re.M)]
+    return [stamp(when)
+            for when in re.findall(r"^(\S+ \S+) tfcourse\.feedback watching ", log, re.M)]
 
 
 def estimate_errors(records: list[dict]) -> dict:
@@ -166,8 +164,36 @@ def estimate_errors(records: list[dict]) -> dict:
             "within_25": round(sum(e <= 0.25 for e in errors) / len(errors), 3)}
 
 
+def stamp(text: str) -> float:
+    """A time of the service's log (local time) as seconds since the epoch."""
+    import datetime
+
+    return datetime.datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def occupancy(log: str, kills: list[float]) -> dict[str, list[tuple[float, float]]]:
+    """When each submission held a job slot, from the service's log: from "grading" to its
+    result, or to the kill that ended that service process."""
+    spans: dict[str, list[tuple[float, float]]] = {}
+    lines = re.findall(r"^(\S+ \S+) tfcourse\.feedback (.+?): (grading \(attempt|\S+ / \S+ in )",
+                       log, re.M)
+    begun: dict[str, float] = {}
+    for when, key, what in lines:
+        at = stamp(when)
+        if what.startswith("grading"):
+            begun[key] = at
+        elif key in begun:
+            spans.setdefault(key, []).append((begun.pop(key), at))
+    for key, at in begun.items():               # still grading when a kill came
+        end = min([k for k in kills if k > at] or [at])
+        spans.setdefault(key, []).append((at, end))
+    for key in spans:                           # a kill ends what it interrupted
+        spans[key] = [(b, min([e] + [k for k in kills if b < k < e])) for b, e in spans[key]]
+    return spans
+
+
 def analyse(found: dict, sent: dict[str, float], log: str, jobs: int, cpu: float,
-            windows: list[tuple[float, float]]) -> dict:
+            windows: list[tuple[float, float]], kills: list[float]) -> dict:
     graded = {k: r for k, r in found.items() if r["status"] in ("graded", "failed")
               and r.get("graded_at")}
     waits = [r["graded_at"] - sent[k] for k, r in graded.items() if k in sent]
@@ -182,37 +208,31 @@ def analyse(found: dict, sent: dict[str, float], log: str, jobs: int, cpu: float
                           - max(starts[o], r["received"]))
                       for o in repeats if graded[o]["student"] != r["student"])
         behind = max(behind, overlap / jobs)
+    busy = occupancy(log, kills)
     idle = idle_clear = 0.0         # slot-seconds idle while a submission waited
     where = {"one student at a time": 0.0, "fault: a kill until the restart, or disk full": 0.0,
-             "restart: until its first grading": 0.0, "other": 0.0}
-    processes = started_at(log)
+             "other": 0.0}
     if graded:
-        t, end = min(r["received"] for r in graded.values()), max(starts.values())
+        t, end = min(r["received"] for r in graded.values()), max(r["graded_at"]
+                                                                   for r in graded.values())
         while t < end:
-            waiting = [r["student"] for k, r in graded.items() if r["received"] <= t < starts[k]]
-            running = {r["student"] for k, r in graded.items()
-                       if starts[k] <= t < r["graded_at"]}
+            running = {k for k, spans in busy.items() if any(b <= t < e for b, e in spans)}
+            students = {found[k]["student"] for k in running if k in found}
+            waiting = [r["student"] for k, r in graded.items()
+                       if r["received"] <= t < r["graded_at"] and k not in running]
             lost = 0.5 * max(0, min(jobs, len(running) + len(waiting)) - len(running))
-            free = 0.5 * max(0, min(jobs, len(running) + len(set(waiting) - running))
+            free = 0.5 * max(0, min(jobs, len(running) + len(set(waiting) - students))
                              - len(running))
             idle += lost
             where["one student at a time"] += lost - free
             if any(begin <= t < until for begin, until in windows):
                 where["fault: a kill until the restart, or disk full"] += free
-                t += 0.5
-                continue
-            idle_clear += lost
-            if any(p <= t < min([b for b in starts.values() if b >= p] or [end])
-                     for p in processes[1:]):
-                where["restart: until its first grading"] += free
             else:
+                idle_clear += lost
                 where["other"] += free
             t += 0.5
-    warming = []                    # each service process: its first grading's seconds
-    for p in processes:
-        began = [(starts[k], r.get("seconds")) for k, r in graded.items() if starts[k] >= p]
-        if began:
-            warming.append(min(began)[1])
+    lost_to_kills = sum(e - b for spans in busy.values() for b, e in spans
+                        if any(b < k <= e for k in kills))
     clear = [r for r in graded.values()
              if not any(r["received"] < end and begin < r["graded_at"] for begin, end in windows)]
     logged = re.findall(r"tfcourse\.feedback (.+?): \S+ / \S+ in [\d.]+ s$", log, re.M)
@@ -229,7 +249,8 @@ def analyse(found: dict, sent: dict[str, float], log: str, jobs: int, cpu: float
         "wait_worst": round(max(waits), 1) if waits else None,
         "behind_repeats_worst": round(behind, 1),
         "idle_slot_seconds": idle, "idle_slot_seconds_clear_of_faults": idle_clear,
-        "idle_slot_seconds_by_cause": where, "first_grading_seconds_per_process": warming,
+        "idle_slot_seconds_by_cause": where,
+        "slot_seconds_lost_to_kills": round(lost_to_kills, 1),
         "estimate_error_all": estimate_errors(list(graded.values())),
         "estimate_error_clear_of_faults": estimate_errors(clear),
         "grading_seconds_median": round(statistics.median(
@@ -272,6 +293,7 @@ def main() -> int:
     notes: list[str] = []
     windows: list[tuple[float, float]] = []     # (begin, end) of each fault, by the clock
     sent: dict[str, float] = {}
+    kills_at: list[float] = []
     service = start(state, exchange, options.jobs, log, account, options.skip)
     began = time.monotonic()
     try:
@@ -282,6 +304,7 @@ def main() -> int:
             if index in kills:
                 time.sleep(3)
                 windows.append((time.time(), 0.0))
+                kills_at.append(time.time())
                 service.send_signal(signal.SIGKILL)
                 service.wait()
                 notes.append(f"SIGKILL after {index + 1} submissions, at "
@@ -316,7 +339,7 @@ def main() -> int:
     starts = started_at(text)
     windows = [(begin, end or next((t for t in starts if t > begin), time.time()))
                for begin, end in windows]
-    figures = analyse(found, sent, text, options.jobs, cpu, windows)
+    figures = analyse(found, sent, text, options.jobs, cpu, windows, kills_at)
     figures.update(assignment=options.assignment, students=options.students,
                    minutes=options.minutes, jobs=options.jobs, skip=options.skip, unreadable_records=unreadable,
                    forged=sorted(str(p) for p in state.rglob("forged.json")), faults=notes,

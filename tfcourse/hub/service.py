@@ -290,6 +290,7 @@ class Service:
                         self.trouble(f"{record.key} not started: {error}")
                     else:
                         self.busy.add(record.student)
+                        log.info("%s: grading (attempt %d)", record.key, taken.attempts)
                         self.started[record.key] = self.clock()
                         self._played = (-math.inf, {})  # the queue changed
                         return taken
@@ -342,10 +343,11 @@ class Service:
             if self.stopping.is_set():          # stopped while grading: graded after the restart
                 return
             report.submission = f"{record.student}, {page.when(record.received)}"
-            seconds = self.clock() - started
+            seconds, started = self.clock() - started, self.clock()
         try:
             results = write_results(self.course, report, self.ledger.results_folder(record.key),
                                     self.lang)
+            seconds += self.clock() - started   # the slot's whole time: its results written too
             done = self.ledger.finish(replace(record, seconds=round(seconds, 2)), results,
                                       failed=bool(report.error), now=self.clock())
         except OSError as error:
