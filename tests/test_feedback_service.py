@@ -956,3 +956,30 @@ def test_checks_skipped_on_submit_reach_the_grader(course, tmp_path, monkeypatch
     tests = {t["name"]: t for t in feedback.ledger.results(key)["tests"]}
     skipped = [name for name, t in tests.items() if "skipped" in t.get("output", "")]
     assert skipped == ["Transformer, noam_rate, shift_right: accuracy"]
+
+
+def test_each_job_slot_warms_its_zygote_and_fork_server_as_it_starts(course, tmp_path,
+                                                                     monkeypatch):
+    """A restarted service's slots stood idle while their first grading started the zygote and
+    the fork server (25-30 s under load): each slot starts both as it starts, in its own thread
+    (where its gradings will find them)."""
+    from tfcourse.grading import forkserver
+    from tfcourse.sandbox import forked
+
+    started = []
+    monkeypatch.setattr(forked, "zygote_for", lambda course, threads: started.append(
+        ("zygote", threading.current_thread().name)))
+    monkeypatch.setattr(forkserver, "warm", lambda cwd, env: started.append(
+        ("fork server", threading.current_thread().name)))
+    monkeypatch.setattr(forkserver, "enabled", lambda: True)
+    feedback = Service(course, tmp_path / "exchange", tmp_path / "state", clock=Clock(),
+                       jobs=2, poll=0.05)
+    feedback.start()
+    try:
+        deadline = time.monotonic() + 30
+        while len(started) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        feedback.stop()
+    assert sorted(started) == [("fork server", "grader-0"), ("fork server", "grader-1"),
+                               ("zygote", "grader-0"), ("zygote", "grader-1")]

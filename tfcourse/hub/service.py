@@ -322,6 +322,7 @@ class Service:
         return False
 
     def _work(self) -> None:
+        self._warm()
         while (record := self.next_turn()) is not None:
             try:
                 self.grade_one(record)
@@ -332,6 +333,22 @@ class Service:
                     self.busy.discard(record.student)
                     self.started.pop(record.key, None)
                     self.turns.notify_all()
+
+    def _warm(self) -> None:
+        """Start this job slot's zygote (its students' processes are forked from it) and fork
+        server (its graders are), both at once, as the slot starts: not at its first grading,
+        which would wait for them (25-30 s on a loaded machine, after each restart)."""
+        if self.grade != self._grade_in_sandbox:
+            return
+        from tfcourse.grading import forkserver
+        from tfcourse.sandbox import forked
+
+        try:
+            forked.zygote_for(self.course, student_threads(self.course))  # started, not awaited
+            if forkserver.enabled():
+                forkserver.warm(self.course.root, dict(os.environ))
+        except Exception:                       # the first grading starts them as it would have
+            log.warning("a job slot could not warm up:\n%s", traceback.format_exc())
 
     def grade_one(self, record: Record) -> None:
         """Grade `record` (taken by `next_turn`) and record its results. Results that cannot be
