@@ -10,8 +10,9 @@ import math
 import pytest
 import torch
 
-from tfcourse.grading.framework import (Fail, as_tensor, close, expect_kind, expect_like, expect_shape,
-                         expect_varies, first_match, largest_gap, pair, swapped)
+from tfcourse.submission.framework import (Fail, as_tensor, close, expect_kind, expect_like,
+                                           expect_shape, expect_varies, first_match, largest_gap,
+                                           pair, swapped)
 from . import standins
 from tfcourse.sandbox.session import StudentError
 

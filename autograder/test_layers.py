@@ -12,9 +12,10 @@ import secrets
 
 import torch
 
-from tfcourse.grading.framework import (Fail, as_tensor, close, expect_kind, expect_shape,
-                         expect_varies, first_match, parameter_shapes, swapped, under)
-from tfcourse.grading.reference import recipe_source
+from tfcourse.submission.framework import (Fail, as_tensor, close, expect_kind, expect_shape,
+                                           expect_varies, first_match, parameter_shapes, swapped,
+                                           under)
+from tfcourse.submission.reference import recipe_source
 from . import standins
 from tfcourse.sandbox.session import StudentError
 

@@ -13,9 +13,9 @@ import secrets
 
 import torch
 
-from tfcourse.grading.framework import Fail, as_tensor, close, dtype_kind, expect_kind, expect_shape, \
-    expect_varies, first_match, parameter_shapes
-from tfcourse.grading.reference import recipe_source
+from tfcourse.submission.framework import Fail, as_tensor, close, dtype_kind, expect_kind, \
+    expect_shape, expect_varies, first_match, parameter_shapes
+from tfcourse.submission.reference import recipe_source
 from . import standins
 
 BOS, V = 10, 11

@@ -90,7 +90,7 @@ class Cluster:
              "--no-dashboard"], **options)]
         self.processes += [subprocess.Popen(
             [str(BIN / "dask"), "worker", self.address, "--nthreads", "1", "--nworkers", "1",
-             "--no-dashboard", "--preload", "tfcourse.grading.cluster",
+             "--no-dashboard", "--preload", "tfcourse.batch.cluster",
              "--local-directory", str(folder)], **options) for _ in range(workers)]
         from distributed import Client
         with Client(self.address, timeout=60) as client:

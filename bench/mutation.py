@@ -254,7 +254,7 @@ def verdict(mutant: Mutant, results: dict, skipped: list[str], equivalent: set) 
 
 def grade(course, mutants: list[Mutant], out: Path, jobs: int, train: bool) -> list[dict]:
     """Grade the mutants cell by cell (one grade_many batch per cell and skip list)."""
-    from tfcourse.grading.runner import grade_many
+    from tfcourse.batch.runner import grade_many
 
     equivalent = {entry_key(entry) for entry in load_equivalents()}
     clock = CpuClock()

@@ -38,7 +38,7 @@ def train_and_score(seed: int, changes: dict, sequences: int, length: int) -> di
     import torch
 
     torch.set_num_threads(1)
-    from tfcourse.grading.reference import recipe_source, reference
+    from tfcourse.submission.reference import recipe_source, reference
     from tfcourse.course import load_course
 
     course = load_course(ROOT)

@@ -48,8 +48,8 @@ def train_and_measure(seed: int, changes: dict, sequences: int, real: bool) -> d
     from autograder import standins
     from autograder.test_layers import TRAINED_LAYER_SEED
     from tfcourse.course import load_course
-    from tfcourse.grading.framework import swapped
-    from tfcourse.grading.reference import recipe_source, reference
+    from tfcourse.submission.framework import swapped
+    from tfcourse.submission.reference import recipe_source, reference
 
     course = load_course(ROOT)
     original = reference(course, ASSIGNMENT)       # the reference's classes read their globals here

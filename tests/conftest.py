@@ -87,7 +87,7 @@ def grade_batches(course, items, root: Path, build,
     the checks skipped)."""
     import json
 
-    from tfcourse.grading.runner import grade_many
+    from tfcourse.batch.runner import grade_many
 
     out = {}
     for train in (False, True):
@@ -104,7 +104,7 @@ def grade_batches(course, items, root: Path, build,
 @pytest.fixture(scope="session")
 def grade(course):
     """grade(path, assignment=None, skip=()) -> Gradescope-style results of one submission."""
-    from tfcourse.grading.runner import grade_one
+    from tfcourse.batch.runner import grade_one
 
     def run(path: Path, assignment: str | None = None, skip=(), lang: str | None = None):
         _, results = grade_one(course, Path(path), assignment=assignment, skip=list(skip),

@@ -241,6 +241,6 @@ def test_feedback_pages_show_no_bare_score_under_a_test_cell():
 
 def test_the_table_says_ignored_once():
     """Issue 25: "ignored: a file, not a notebook nor a folder: ignored"."""
-    from tfcourse.grading.runner import table
+    from tfcourse.batch.runner import table
     text = table([], ignored=[("notes.txt", "a file, not a notebook nor a folder: ignored")])
     assert text.count("ignored") == 1, text

@@ -1,4 +1,4 @@
-"""Grading on a Dask cluster (`tfcourse grade --scheduler`, tfcourse/grading/cluster.py).
+"""Grading on a Dask cluster (`tfcourse grade --scheduler`, tfcourse/batch/cluster.py).
 
 The fast part needs no Dask process: a submission packed as bytes is rebuilt on the worker's side
 exactly as the grader sees it (links, pipes, hard links, huge files, missing notebooks included);
@@ -32,10 +32,10 @@ import pytest
 from catalogue import attention
 from conftest import ROOT, make_submission, replace_in, solution_cells
 
-from tfcourse.grading import cluster, runner
-from tfcourse.grading.report import Note, NotebookReport, SubmissionReport, TestResult
-from tfcourse.grading.results import say
-from tfcourse.grading.submission import find_notebooks, kind_inside, load_program, \
+from tfcourse.batch import cluster, runner
+from tfcourse.submission.report import Note, NotebookReport, SubmissionReport, TestResult
+from tfcourse.batch.results import say
+from tfcourse.submission.files import find_notebooks, kind_inside, load_program, \
     split_submission
 
 A = "01-attention"
@@ -327,7 +327,7 @@ class Cluster:
             "--no-dashboard"], environment)]
         self.nannies = [self.start(f"worker-{n}", [
             "worker", self.address, "--name", f"w{n}", "--nthreads", "1", "--nworkers", "1",
-            "--no-dashboard", "--preload", "tfcourse.grading.cluster", "--death-timeout", "60",
+            "--no-dashboard", "--preload", "tfcourse.batch.cluster", "--death-timeout", "60",
             "--local-directory", str(folder / f"w{n}")], environment) for n in (1, 2)]
         self.processes += self.nannies
         from distributed import Client
@@ -344,7 +344,7 @@ class Cluster:
         """The grader processes running under one worker now."""
         from tfcourse.sandbox.launch import descendants
 
-        return [pid for pid in descendants(nanny.pid) if b"tfcourse.grading" in
+        return [pid for pid in descendants(nanny.pid) if b"tfcourse.submission" in
                 Path(f"/proc/{pid}/cmdline").read_bytes()] if nanny.poll() is None else []
 
     def close(self) -> None:
@@ -533,7 +533,7 @@ def test_a_refusing_worker_gets_no_more_tasks_and_the_others_grade_the_class(
     def refusing_on_w1(payload):
         from distributed import get_worker
 
-        from tfcourse.grading import cluster as engine
+        from tfcourse.batch import cluster as engine
         if get_worker().name == "w1":
             return engine.refusal("worker w1 grades with another course")
         return answer_text
@@ -710,7 +710,7 @@ def test_graded_through_slurm_with_dask_jobqueue_as_here(course, slurm, classroo
                         python=sys.executable, local_directory=str(tmp_path / "workers"),
                         log_directory=str(tmp_path / "logs"),
                         job_script_prologue=[f"export {cluster.COURSE_VARIABLE}={ROOT}"],
-                        worker_extra_args=["--preload", "tfcourse.grading.cluster"],
+                        worker_extra_args=["--preload", "tfcourse.batch.cluster"],
                         scheduler_options={"host": "127.0.0.1", "dashboard_address": ":0"})
     try:
         jobs.scale(jobs=2)

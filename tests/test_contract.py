@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tfcourse.grading.reference import reference
+from tfcourse.submission.reference import reference
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import autograder.test_layers as layers
-from tfcourse.grading.framework import Fail
+from tfcourse.submission.framework import Fail
 
 P = layers.P
 CTX = SimpleNamespace(atol=1e-5, rtol=1e-4)

@@ -47,7 +47,7 @@ class Page(HTMLParser):
 def graded(course, tmp_path_factory):
     """One partly right submission, graded by grade_many as `tfcourse grade` does: no scaling in
     the attention scores, and a causal_mask whose error message is HTML."""
-    from tfcourse.grading.runner import grade_many
+    from tfcourse.batch.runner import grade_many
 
     tmp = tmp_path_factory.mktemp("feedback")
     solution = solution_cells("01-attention")

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from tfcourse.course import CourseError, load_course, parse_course
-from tfcourse.grading.report import NotebookReport, SubmissionReport, TestResult
+from tfcourse.submission.report import NotebookReport, SubmissionReport, TestResult
 from tfcourse.hub import page
 from tfcourse.hub.ledger import (DAY, FAILED, GRADED, HOUR, LIMITED, QUEUED, REFUSED, SAME,
                                  SUPERSEDED, AlreadyRunning, Ledger, next_allowed)
@@ -654,7 +654,7 @@ def test_a_service_restarted_on_a_full_disk_starts_and_grades_once_there_is_room
 
 # -- what a student sees ------------------------------------------------------------------------------
 def results_of(course, points: dict[str, float]) -> dict:
-    from tfcourse.grading.results import gradescope_json
+    from tfcourse.batch.results import gradescope_json
 
     assignment = "03-sorting"
     tests = [TestResult(t, points.get(t, course.assignment(assignment).points_of(t)),
@@ -772,7 +772,7 @@ def test_the_service_killed_mid_queue_grades_everything_once_after_a_restart(tmp
     grader dies with it. Restarted, it grades the three, each once, as `tfcourse grade` does; the
     hostile one, which tries to write its own results into the service's state, changes
     nothing there."""
-    from tfcourse.grading.runner import grade_many
+    from tfcourse.batch.runner import grade_many
 
     from conftest import survivors
 
@@ -917,7 +917,7 @@ def test_a_notebook_too_costly_to_strip_is_copied_for_the_grader_to_refuse(cours
     limit), and the grader, which checks before stripping, says why nothing was graded."""
     import dataclasses
 
-    from tfcourse.grading import submission
+    from tfcourse.submission import files as submission
     from tfcourse.hub import inbox
 
     monkeypatch.setattr(submission, "STRIP_TOKENS", 1000)       # as 20 million, made cheap
@@ -937,7 +937,7 @@ def test_a_notebook_too_costly_to_strip_is_copied_for_the_grader_to_refuse(cours
 def test_checks_skipped_on_submit_reach_the_grader(course, tmp_path, monkeypatch):
     """`feedback-service --skip trained.accuracy`: the check is not graded (its training is too
     long for the hub's machine), and the student's results say it was skipped."""
-    from tfcourse.grading.runner import zero_report
+    from tfcourse.batch.runner import zero_report
     from tfcourse.hub import service as module
 
     asked = []
@@ -963,7 +963,7 @@ def test_each_job_slot_warms_its_zygote_and_fork_server_as_it_starts(course, tmp
     """A restarted service's slots stood idle while their first grading started the zygote and
     the fork server (25-30 s under load): each slot starts both as it starts, in its own thread
     (where its gradings will find them)."""
-    from tfcourse.grading import forkserver
+    from tfcourse.batch import forkserver
     from tfcourse.sandbox import forked
 
     started = []

@@ -1,4 +1,4 @@
-"""The trusted grader's fork server (tfcourse/grading/forkserver.py): every grader starts from the
+"""The trusted grader's fork server (tfcourse/batch/forkserver.py): every grader starts from the
 same imported-only process, so nothing one grading leaves behind reaches the next; it ends as a
 grader process ends; and grading through it gives the same results as a fresh interpreter."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from tfcourse.grading import forkserver
+from tfcourse.batch import forkserver
 
 from conftest import ROOT, make_submission, replace_in, solution_cells
 
@@ -102,7 +102,7 @@ def test_the_runner_can_end_a_grader_at_once(server):
 def test_grading_through_the_server_equals_a_fresh_interpreter(course, tmp_path, monkeypatch):
     """The same two submissions, graded with and without the server: the same results, to the
     bit (scores, messages, notes)."""
-    from tfcourse.grading.runner import grade_one
+    from tfcourse.batch.runner import grade_one
 
     bug = replace_in(solution_cells("01-attention")["sdpa-code"], "/ math.sqrt(q.shape[-1])", "")
     subs = [make_submission(tmp_path / "good", "01-attention"),

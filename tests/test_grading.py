@@ -60,7 +60,7 @@ def test_a_grader_over_its_memory_limit_is_stopped_and_says_so(course, monkeypat
     import dataclasses
     import sys
 
-    from tfcourse.grading import runner
+    from tfcourse.batch import runner
     from tfcourse.sandbox.limits import Cgroup, Limits
 
     probe = Cgroup.create(Limits(64, 0, 16))

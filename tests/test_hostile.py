@@ -40,7 +40,7 @@ import yaml
 
 from conftest import ROOT, lost, make_submission, replace_in, scores, solution_cells, survivors
 
-from tfcourse.grading.runner import grade_many
+from tfcourse.batch.runner import grade_many
 from tfcourse.sandbox import launch
 from tfcourse.sandbox.launch import bwrap_works
 from tfcourse.course import load_course
@@ -114,13 +114,13 @@ PATCH_EVERYTHING = code("""
     builtins.abs = lambda value: 0
     builtins.all = builtins.any = lambda values: True
     try:                                    # the grader's own modules, were they importable here
-        import tfcourse.grading.framework
-        tfcourse.grading.framework.close = lambda *args, **kwargs: True
+        import tfcourse.submission.framework
+        tfcourse.submission.framework.close = lambda *args, **kwargs: True
     except ImportError:
         pass
     try:
-        import tfcourse.grading.plugin
-        tfcourse.grading.plugin.verdict = lambda error: ("", {}, False)
+        import tfcourse.submission.plugin
+        tfcourse.submission.plugin.verdict = lambda error: ("", {}, False)
     except ImportError:
         pass
 """)
@@ -757,7 +757,7 @@ def test_process_mode_runs_student_code_as_nobody_with_a_python_it_can_run(tmp_p
             snoop(course.root, tmp_path / "submitted", tmp_path / "graded", "student", "other",
                   write=False), KILL_PARENT))
         report = tmp_path / "report.json"
-        subprocess.run([str(python), "-m", "tfcourse.grading", str(submission), "--course",
+        subprocess.run([str(python), "-m", "tfcourse.submission", str(submission), "--course",
                         str(course.root), "--out", str(report)], cwd=course.root, check=True,
                        env={**os.environ, "PYTHONPATH": str(course.root)}, timeout=600)
         notebook = json.loads(report.read_text())["notebooks"][0]

@@ -540,6 +540,29 @@ def put_notebook(driver, name: str, path: str, nb) -> None:
     assert status in (200, 201), f"saving {path} as {name}: {status}"
 
 
+def feedback_from_course_menu(driver, hub, shots) -> None:
+    """A student's way to the feedback page from JupyterLab: Course -> My feedback, which opens the
+    service's page in a new tab (docs/hub/setup.sh). The tab is closed again, back to the lab."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    lab, before = driver.current_window_handle, set(driver.window_handles)
+    wait_for(driver, ".lm-MenuBar-item", "Course").click()
+    item = wait_for(driver, ".lm-Menu .lm-Menu-item", "My feedback")
+    shots("course-menu")
+    item.click()
+    WebDriverWait(driver, WAIT).until(lambda d: set(d.window_handles) - before)
+    (tab,) = set(driver.window_handles) - before
+    driver.switch_to.window(tab)
+    WebDriverWait(driver, WAIT).until(
+        lambda d: d.execute_script("return document.readyState") == "complete"
+        and "Feedback on your submissions" in d.find_element("tag name", "body").text)
+    assert driver.current_url.startswith(f"{hub.url}/services/tfcourse-feedback/"), \
+        driver.current_url
+    shots("course-menu-feedback")
+    driver.close()
+    driver.switch_to.window(lab)
+
+
 def feedback_page_score(driver, hub) -> tuple[str, str]:
     """The score the feedback service's page shows the logged-in student, once it shows one (the
     page is loaded again until then: it refreshes itself only while a submission waits), and the
@@ -769,6 +792,8 @@ def test_a_class_on_the_recipes_hub(hub, browser, tmp_path):
         list_item(browser, "submitted")
         shots(f"{name}-submitted")
         if hub.feedback:
+            if name == STUDENTS[0]:
+                feedback_from_course_menu(browser, hub, shots)
             shown[name] = feedback_page_score(browser, hub)
             timings[f"{name}: submit -> the feedback page shows the score"] = \
                 time.monotonic() - submitted_at

@@ -18,7 +18,8 @@ from conftest import NOTEBOOK_OF, ROOT
 WORD = re.compile(r"[a-z]{2,}")
 # Where every string literal is a message (checks), and where only the templates given to these
 # functions, and phrases marked with phrase(), are.
-WHOLE = [*sorted((ROOT / "autograder").glob("test_*.py")), ROOT / "tfcourse" / "grading" / "framework.py",
+WHOLE = [*sorted((ROOT / "autograder").glob("test_*.py")),
+         ROOT / "tfcourse" / "submission" / "framework.py",
          ROOT / "tfcourse" / "student" / "checks.py"]
 CALLS = {"Fail", "Note", "say", "render", "phrase", "_fail", "_ok", "_say"}
 MARKED = [p for p in [*sorted((ROOT / "autograder").glob("*.py")),
@@ -135,7 +136,7 @@ def test_translations_keep_their_placeholders(folder):
 
 
 def test_render_falls_back_and_translates_phrases():
-    from tfcourse.grading.results import say
+    from tfcourse.batch.results import say
 
     assert say("{what}: shape {got}, expected {expected}",
                {"what": "the output", "got": [1], "expected": [2]}, "es") == \

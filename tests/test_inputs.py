@@ -29,13 +29,13 @@ import pytest
 
 from conftest import ROOT, make_submission
 
-from tfcourse.grading import runner
-from tfcourse.grading.report import Note, SubmissionReport
-from tfcourse.grading.results import write_atomically, write_results
-from tfcourse.grading.runner import fingerprint, grade_many, survey, table
+from tfcourse.batch import runner
+from tfcourse.submission.report import Note, SubmissionReport
+from tfcourse.batch.results import write_atomically, write_results
+from tfcourse.batch.runner import fingerprint, grade_many, survey, table
 from tfcourse.sandbox import channel
-from tfcourse.grading.submission import (build_program, find_notebooks, load_program, parse_notebook,
-                                   read_notebook)
+from tfcourse.submission.files import (build_program, find_notebooks, load_program, parse_notebook,
+                                       read_notebook)
 from tfcourse import notebook
 
 A = "01-attention"
@@ -97,7 +97,7 @@ def bounded(function, *args, seconds: float = 20):
 def notes_of(course, submission: Path, within: Path | None = None) -> tuple[bool, list[str]]:
     """(readable, notes in English) of the course notebook of a submission, read as the grader
     reads it (by `find_notebooks` and `load_program`)."""
-    from tfcourse.grading.results import say
+    from tfcourse.batch.results import say
 
     _, notebooks = find_notebooks(course, submission, A, within)
     program = load_program(SOURCE, notebooks[NOTEBOOK], course.limit("notebook_mb"))
@@ -180,7 +180,7 @@ def test_a_folder_swapped_for_a_link_after_it_was_listed_is_not_followed(course,
 
 
 def test_a_submission_that_is_a_link_is_refused_with_every_check(course, tmp_path, untouched):
-    from tfcourse.grading.__main__ import refused_root
+    from tfcourse.submission.__main__ import refused_root
 
     (tmp_path / "class").mkdir()
     (tmp_path / "class" / "carol").symlink_to(SOLUTION.parent)
@@ -362,8 +362,8 @@ def test_a_grader_that_fails_on_deep_code_still_lists_every_check(tmp_path, monk
     writes has the assignment, so every check (and the assignment's maximum)."""
     import argparse
 
-    import tfcourse.grading.__main__ as grader
-    import tfcourse.grading.grade
+    import tfcourse.submission.__main__ as grader
+    import tfcourse.submission.grade
 
     class NoSandbox:
         def __init__(self, config):
@@ -380,7 +380,7 @@ def test_a_grader_that_fails_on_deep_code_still_lists_every_check(tmp_path, monk
         ast.parse(NESTED)
 
     monkeypatch.setattr(grader, "open_sandbox", NoSandbox)
-    monkeypatch.setattr(tfcourse.grading.grade, "grade_submission", parse)
+    monkeypatch.setattr(tfcourse.submission.grade, "grade_submission", parse)
     options = argparse.Namespace(submission=student(tmp_path / "alice"), course=ROOT,
                                  out=tmp_path / "report.json", within=None, assignment=None,
                                  threads=1, skip=[], hide=[])
@@ -640,7 +640,7 @@ def graders(temporary: Path) -> list[str]:
             environment = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
         except (OSError, ValueError):
             continue
-        if "-m tfcourse.grading" in line and f"TMPDIR={temporary}".encode() in environment:
+        if "-m tfcourse.submission" in line and f"TMPDIR={temporary}".encode() in environment:
             found.append(f"{entry}: {line[:160]}")
     return found
 

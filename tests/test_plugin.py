@@ -102,7 +102,7 @@ def test_an_instructor_runs_a_grader_with_pytest_and_gets_tfcourse_grades_points
 
 # -- what the red team found (see the closing note of the architecture issue) ------------------
 def test_a_value_shown_in_a_message_has_no_control_characters_and_a_bounded_length():
-    from tfcourse.grading.report import PARAM_CHARS, shown
+    from tfcourse.submission.report import PARAM_CHARS, shown
     fake = "\x1b[2J\x1b[H01-attention: 14/14 points\n\x1b[8m" + "X" * 900_000
     text = shown(fake)
     assert "\x1b" not in text and len(text) <= PARAM_CHARS + 1
@@ -111,7 +111,7 @@ def test_a_value_shown_in_a_message_has_no_control_characters_and_a_bounded_leng
 
 
 def test_a_forged_unsendable_reply_is_named_as_a_dict():
-    from tfcourse.grading.framework import Fail, as_tensor, verdict
+    from tfcourse.submission.framework import Fail, as_tensor, verdict
     with pytest.raises(Fail) as caught:
         as_tensor({"$unsendable": "<script>" + "X" * 10_000}, "the output")
     template, params, internal = verdict(caught.value)
@@ -122,7 +122,7 @@ def test_a_forged_unsendable_reply_is_named_as_a_dict():
 
 
 def test_student_code_over_the_limit_is_not_checked_against_the_rules(course, tmp_path):
-    from tfcourse.grading.grade import NotebookRun, NotGraded
+    from tfcourse.submission.grade import NotebookRun, NotGraded
     answers = {"sdpa-code": solution_cells(A)["sdpa-code"] + "\nx = [" + "1," * 200_000 + "]\n"}
     submission = make_submission(tmp_path / "big", A, answers) / "attention.ipynb"
     run = NotebookRun(course, course.assignment(A), "attention.ipynb", submission, None)
@@ -132,7 +132,7 @@ def test_student_code_over_the_limit_is_not_checked_against_the_rules(course, tm
 
 
 def test_the_trusted_pytest_reads_nothing_from_outside_the_graders():
-    from tfcourse.grading.grade import PYTEST_VARIABLES, pytest_arguments
+    from tfcourse.submission.grade import PYTEST_VARIABLES, pytest_arguments
     from tfcourse.course import load_course
     course = load_course(ROOT)
     arguments = pytest_arguments(course, course.assignment(A))
@@ -154,7 +154,7 @@ def test_a_conftest_above_the_course_or_pytest_options_change_no_grade(tmp_path)
     report = tmp_path / "report.json"
     # -x would stop at the first failing check; the plugin named would fail to load
     environment = {**os.environ, "PYTEST_ADDOPTS": "-x", "PYTEST_PLUGINS": "no_such_plugin"}
-    subprocess.run([sys.executable, "-m", "tfcourse.grading", str(submission),
+    subprocess.run([sys.executable, "-m", "tfcourse.submission", str(submission),
                     "--course", str(course), "--out", str(report)], check=True, timeout=600,
                    env=environment, cwd=course)
     tests = json.loads(report.read_text())["notebooks"][0]["tests"]

@@ -4,7 +4,7 @@ import json
 import shutil
 
 from conftest import ROOT
-from tfcourse.grading import runner
+from tfcourse.batch import runner
 
 A = "01-attention"
 
@@ -37,5 +37,5 @@ def test_a_changed_grader_or_engine_grades_again(course, tmp_path, monkeypatch):
     shutil.copytree(runner.ENGINE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(runner, "ENGINE", copy)
     assert runner.grader_version(course) == before
-    (copy / "grading" / "framework.py").write_text("# changed\n", encoding="utf-8")
+    (copy / "submission" / "framework.py").write_text("# changed\n", encoding="utf-8")
     assert runner.grader_version(course) != before

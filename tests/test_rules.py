@@ -1,5 +1,5 @@
-"""The course's rule against torch's ready-made attention (tfcourse/grading/rules.py) and the sandbox's
-tripwire (tfcourse/sandbox/worker.py `_tripwire`).
+"""The course's rule against torch's ready-made attention (tfcourse/submission/rules.py) and the
+sandbox's tripwire (tfcourse/sandbox/worker.py `_tripwire`).
 
 - A fast layer, no grading: a few lines of student code -> which stubs break the rule, and what the
   message says. Each way of reaching torch's attention (directly, through a helper, an alias, a
@@ -26,7 +26,7 @@ import pytest
 
 from conftest import ROOT, make_submission, replace_in, scores, solution_cells
 
-from tfcourse.grading import rules
+from tfcourse.submission import rules
 
 A = "01-attention"
 STUBS = ["scaled_dot_product_attention", "MultiHeadAttention", "causal_mask", "padding_mask"]
@@ -768,7 +768,7 @@ def _build(folder, answers, added):
 @pytest.fixture(scope="module")
 def graded(course, tmp_path_factory):
     """Each cheat and its twin, graded as a class is: submission name -> results."""
-    from tfcourse.grading.runner import grade_many
+    from tfcourse.batch.runner import grade_many
 
     base = tmp_path_factory.mktemp("rules")
     folders = []

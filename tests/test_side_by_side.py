@@ -15,8 +15,8 @@ import pytest
 from conftest import ROOT
 
 from tfcourse import cli
-from tfcourse.grading import runner
-from tfcourse.grading.runner import Outcomes, SideBySideRefused, grade_many
+from tfcourse.batch import runner
+from tfcourse.batch.runner import Outcomes, SideBySideRefused, grade_many
 from tfcourse.sandbox import launch
 from tfcourse.sandbox.limits import remove_leftovers
 
@@ -90,7 +90,7 @@ def test_no_path_of_the_class_is_on_the_runners_command_line(tmp_path, monkeypat
     read the class folder's path there, then every classmate's notebook."""
     secret = f"/srv/class-{uuid.uuid4().hex[:8]}"
     shown = subprocess.run(
-        [sys.executable, "-c", "from tfcourse.grading.runner import hide_command_line; "
+        [sys.executable, "-c", "from tfcourse.batch.runner import hide_command_line; "
          "hide_command_line('tfcourse grade'); import sys; "
          "print(sys.argv[-1], open('/proc/self/cmdline', 'rb').read())", secret],
         capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -110,7 +110,7 @@ def test_submissions_the_sandbox_user_can_read_are_refused_in_process_mode(cours
     import shutil
     import tempfile
 
-    from tfcourse.grading.runner import readable_by
+    from tfcourse.batch.runner import readable_by
 
     nobody = (65534, 65534)
     base = Path(tempfile.mkdtemp(prefix="tfclass-", dir="/var/tmp"))

@@ -12,12 +12,13 @@ from conftest import NOTEBOOK_OF, ROOT
 
 from tfcourse import notebook
 from tfcourse.course import load_course
-from tfcourse.grading import framework
-from tfcourse.grading.framework import Fail, Handle, first_match, outside, parameter_shapes, under
-from tfcourse.grading.report import Note, NotebookReport, SubmissionReport, TestResult
-from tfcourse.grading.results import (feedback, feedback_html, feedback_markdown, gradescope_json,
-                                      results_json)
-from tfcourse.grading.submission import build_program, load_program, parse_notebook
+from tfcourse.submission import framework
+from tfcourse.submission.framework import (Fail, Handle, first_match, outside, parameter_shapes,
+                                           under)
+from tfcourse.submission.report import Note, NotebookReport, SubmissionReport, TestResult
+from tfcourse.batch.results import (feedback, feedback_html, feedback_markdown, gradescope_json,
+                                    results_json)
+from tfcourse.submission.files import build_program, load_program, parse_notebook
 from tfcourse.source import assignment_source, groups_by_notebook, helper_files, source_notebook
 
 EDITED = "the read-only cell {gid} was edited; the grader used the original"
@@ -87,7 +88,7 @@ def test_a_changed_source_notebook_is_read_again(tmp_path):
 
 
 def test_the_reference_follows_its_source(tmp_path):
-    from tfcourse.grading.reference import reference
+    from tfcourse.submission.reference import reference
 
     course = copied_course(tmp_path)
     before = reference(course, "02-layers")

@@ -4,7 +4,7 @@
   back equal; what cannot be sent is refused on the sender's side; a message over the receiver's
   limit raises TooLarge before any of it is read; a frame cut short, a header that is not JSON and
   sizes that do not add up are ChannelErrors, never a crash.
-- Notebook reading (tfcourse/notebook.py, tfcourse/grading/submission.py): small notebooks written
+- Notebook reading (tfcourse/notebook.py, tfcourse/submission/files.py): small notebooks written
   with nbformat in a temporary folder are parsed and turned into the program the grader runs, with
   a note (never a traceback) for what is wrong with the file.
 - Submission discovery (submission.find_notebooks, runner.survey and runner.expand) on small
@@ -24,10 +24,10 @@ import pytest
 import torch
 
 from tfcourse import notebook
-from tfcourse.grading import runner
-from tfcourse.grading.submission import (JSON_VALUES, NotebookFile, build_program,
-                                         find_notebooks, parse_notebook, read_notebook,
-                                         strip_outputs, without_magics)
+from tfcourse.batch import runner
+from tfcourse.submission.files import (JSON_VALUES, NotebookFile, build_program,
+                                       find_notebooks, parse_notebook, read_notebook,
+                                       strip_outputs, without_magics)
 from tfcourse.sandbox import channel
 
 
@@ -569,9 +569,9 @@ def test_two_submissions_of_the_same_name_get_results_folders_of_their_own(cours
 def test_skipped_checks_are_not_graded_and_the_total_says_what_it_counts(course):
     """`tfcourse grade --skip`: sdpa's 6 points are not graded, not 0 of 6; the total is that of
     the checks graded, and says what it leaves out."""
-    from tfcourse.grading.report import NotebookReport, SubmissionReport, TestResult
-    from tfcourse.grading.results import feedback, feedback_html, feedback_markdown, results_json
-    from tfcourse.grading.runner import _not_graded
+    from tfcourse.submission.report import NotebookReport, SubmissionReport, TestResult
+    from tfcourse.batch.results import feedback, feedback_html, feedback_markdown, results_json
+    from tfcourse.batch.runner import _not_graded
 
     assignment = course.assignment("01-attention")
     tests = [TestResult(test_id, 0.0, assignment.points_of(test_id), "not graded: skipped",

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import NOTEBOOK_OF, ROOT, make_submission, replace_in, solution_cells
 
-from tfcourse.grading.runner import grade_many
+from tfcourse.batch.runner import grade_many
 from tfcourse import notebook
 
 # End to end: grades cheats and their twins through the sandbox.

@@ -61,9 +61,9 @@ def cmd_build(options) -> int:
 
 def cmd_grade(options) -> int:
     course = _graded_course(options)
-    from .grading.cluster import ClusterError, require_distributed
-    from .grading.runner import (Interrupted, SideBySideRefused, available_cores, grade_many,
-                                 hide_command_line, table)
+    from .batch.cluster import ClusterError, require_distributed
+    from .batch.runner import (Interrupted, SideBySideRefused, available_cores, grade_many,
+                               hide_command_line, table)
 
     hide_command_line("tfcourse grade")       # no path of the class for student code to read
 

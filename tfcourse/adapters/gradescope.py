@@ -37,9 +37,9 @@ import yaml
 from tfcourse.course import Course, CourseError, load_course
 from tfcourse.source import providers
 
-from ..grading.report import Note, SubmissionReport
-from ..grading.results import gradescope_json, say, strict_json, write_atomically
-from ..grading.runner import grade_one
+from ..submission.report import Note, SubmissionReport
+from ..batch.results import gradescope_json, say, strict_json, write_atomically
+from ..batch.runner import grade_one
 
 ROOT_VARIABLE = "TFCOURSE_GRADESCOPE_ROOT"
 PACKAGES = ("autograder", "tfcourse")

@@ -51,11 +51,11 @@ from tfcourse import notebook as nbtools
 from tfcourse.course import load_course
 
 from ..build.outputs import clean_outputs
-from ..grading.report import SubmissionReport
-from ..grading.results import Feedback, feedback, say
-from ..grading.runner import grade_in_child, student_threads, zero_report
-from ..grading.submission import (KIND_WORDS, NotebookFile, file_limit_mb, kind_inside,
-                                  read_notebook)
+from ..submission.report import SubmissionReport
+from ..batch.results import Feedback, feedback, say
+from ..batch.runner import grade_in_child, student_threads, zero_report
+from ..submission.files import (KIND_WORDS, NotebookFile, file_limit_mb, kind_inside,
+                                read_notebook)
 
 PLACEHOLDER = "# graded by tfcourse's autograder (see this cell's output)"
 

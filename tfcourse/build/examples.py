@@ -27,7 +27,7 @@ def _stubs_of(assignment: Assignment) -> set[str]:
 
 def example_text(course: Course, assignment: Assignment) -> str:
     """The text of an assignment's visible_checks.json."""
-    from ..grading.reference import reference
+    from ..submission.reference import reference
 
     namespace = reference(course, assignment.id)
     found = {}

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfcourse.course import Course
-from tfcourse.grading.results import private_folder
-from tfcourse.grading.submission import (Refused, candidates_in, file_limit_mb, read_inside,
-                                         strip_outputs, strippable)
+from tfcourse.batch.results import private_folder
+from tfcourse.submission.files import (Refused, candidates_in, file_limit_mb, read_inside,
+                                       strip_outputs, strippable)
 
 from .ledger import remove_tree
 

@@ -22,7 +22,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from tfcourse.grading.results import private_folder, strict_json, write_atomically
+from tfcourse.batch.results import private_folder, strict_json, write_atomically
 
 HOUR, DAY = 3600.0, 86400.0
 

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 from tfcourse.course import Course, CourseError
-from tfcourse.grading.results import STYLE, part_html, say
+from tfcourse.batch.results import STYLE, part_html, say
 
 from .estimate import Wait
 from .ledger import FAILED, GRADED, GRADING, LIMITED, QUEUED, REFUSED, SAME, SUPERSEDED, Record

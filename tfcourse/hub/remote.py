@@ -1,7 +1,7 @@
 """The feedback service grading on a Dask cluster: `tfcourse feedback-service --scheduler ADDRESS`.
 
 Each submission the service takes is graded as `tfcourse grade --scheduler` grades one
-(tfcourse/grading/cluster.py): its snapshot travels as bytes, a worker grades it in its sandbox
+(tfcourse/batch/cluster.py): its snapshot travels as bytes, a worker grades it in its sandbox
 and answers with JSON, checked here before it becomes a report. Fair use, records and pages stay
 the service's: only where the grading runs changes. A worker that dies mid-task loses nothing: the
 scheduler sends its task to another worker, and the service, waiting on that one task, records
@@ -15,10 +15,10 @@ import uuid
 from pathlib import Path
 
 from tfcourse.course import Course
-from tfcourse.grading import cluster
-from tfcourse.grading.report import SubmissionReport
-from tfcourse.grading.runner import (failure_report, grader_version, runtime_versions,
-                                     student_threads)
+from tfcourse.batch import cluster
+from tfcourse.submission.report import SubmissionReport
+from tfcourse.batch.runner import (failure_report, grader_version, runtime_versions,
+                                   student_threads)
 
 log = logging.getLogger("tfcourse.feedback")
 

@@ -29,11 +29,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from tfcourse.course import Course, CourseError
-from tfcourse.grading.results import write_results
-from tfcourse.grading import runner
-from tfcourse.grading.cluster import ClusterError, require_distributed
-from tfcourse.grading.runner import (SideBySideRefused, failure_report, grade_in_child,
-                                     student_threads)
+from tfcourse.batch import runner
+from tfcourse.batch.cluster import ClusterError, require_distributed
+from tfcourse.batch.results import write_results
+from tfcourse.batch.runner import (SideBySideRefused, failure_report, grade_in_child,
+                                   student_threads)
 
 from . import page
 from .inbox import Arrival, Watcher, check_inbound, inbound, owner_of, snapshot
@@ -340,7 +340,7 @@ class Service:
         which would wait for them (25-30 s on a loaded machine, after each restart)."""
         if self.grade != self._grade_in_sandbox:
             return
-        from tfcourse.grading import forkserver
+        from tfcourse.batch import forkserver
         from tfcourse.sandbox import forked
 
         try:

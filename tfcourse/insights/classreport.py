@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tfcourse.course import Course
-from tfcourse.grading.results import folders_of, write_atomically
+from tfcourse.batch.results import folders_of, write_atomically
 from tfcourse.i18n import render
 
 RESULTS_MB = 8              # a results.json is a few KB; a larger file is not one grading wrote

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tfcourse import notebook
 from tfcourse.course import Course
-from tfcourse.grading.results import write_atomically
+from tfcourse.batch.results import write_atomically
 
 K = 25                  # tokens in a fingerprint's k-gram (copydetect's noise threshold)
 WINDOW = 4              # winnowing window: a match of K + WINDOW - 1 tokens is always found
@@ -97,8 +97,8 @@ def read_class(course: Course, paths: list[Path], assignment: str | None
                ) -> tuple[str | None, dict[str, str], list[str]]:
     """(the assignment, submission name -> the code its student wrote, lines about what could not
     be read). Submissions are found as `tfcourse grade` finds them."""
-    from tfcourse.grading.runner import expand
-    from tfcourse.grading.submission import find_notebooks, read_notebook
+    from tfcourse.batch.runner import expand
+    from tfcourse.submission.files import find_notebooks, read_notebook
 
     codes, problems, seen = {}, [], Counter()
     released: dict[str, set[str]] = {}

@@ -18,7 +18,7 @@ from .forked import open_sandbox
 from .launch import Sandbox, SandboxConfig
 
 if TYPE_CHECKING:
-    from ..grading.submission import Cell
+    from ..submission.files import Cell
 
 
 @dataclass

@@ -177,7 +177,7 @@ def _rule(stubs) -> None:
     cells = _history()
     if not names or not rules or not cells:
         return
-    from ..grading import rules as reading
+    from ..submission import rules as reading
     found = reading.check(cells, rules["forbidden"], stubs=set(rules["stubs"]) | set(names),
                           known_modules=rules["known_modules"])
     broken = found.messages(names)

@@ -165,7 +165,7 @@ class Grading:
             return self.runs[assignment.id]
         from ..sandbox.launch import SandboxConfig
         from .reference import helper_files
-        from .submission import find_notebooks
+        from .files import find_notebooks
 
         options = self.options
         submission = options.submission or course.source_dir / assignment.id
@@ -396,7 +396,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     reports = getattr(grading, "reports", None) if grading is not None else None
     if not reports:
         return
-    from .results import say
+    from ..batch.results import say
 
     terminalreporter.section("tfcourse: points")
     for report in reports.values():

@@ -22,7 +22,7 @@ from pathlib import Path
 from tfcourse.course import Course, CourseError
 from tfcourse.i18n import LOCALE, message_kind, phrase, render
 
-from .report import SubmissionReport, shown
+from ..submission.report import SubmissionReport, shown
 
 
 def _course_locale(root: Path) -> Path:

@@ -1,9 +1,9 @@
 """A fork server for the trusted grader: torch, pytest and the engine are imported once per runner
 thread, and each submission's grader is a child forked from that pristine process.
 
-`python -m tfcourse.grading` spends about 2.3 of its 3.3 CPU seconds importing torch and pytest.
+`python -m tfcourse.submission` spends about 2.3 of its 3.3 CPU seconds importing torch and pytest.
 Here a server process imports them once and then only forks: each request (the grader's command
-line, environment and folder) becomes a child that runs `tfcourse.grading.__main__.main` exactly as
+line, environment and folder) becomes a child that runs `tfcourse.submission.__main__.main` exactly as
 the command would, in a session of its own, its stderr on a pipe the runner gave. The server itself
 never grades, so nothing one grading does (a module's state, a cache, an open file) reaches the
 next: every child starts from the same imported-only process. Student code is not involved: it
@@ -30,12 +30,12 @@ import time
 import traceback
 from pathlib import Path
 
-from .__main__ import PARENT_VARIABLE
+from ..submission.__main__ import PARENT_VARIABLE
 
-PRELOAD = ("torch", "pytest", "tfcourse.grading.__main__", "tfcourse.grading.grade",
-           "tfcourse.grading.plugin", "tfcourse.grading.framework")
+PRELOAD = ("torch", "pytest", "tfcourse.submission.__main__", "tfcourse.submission.grade",
+           "tfcourse.submission.plugin", "tfcourse.submission.framework")
 SWITCH = "TFCOURSE_FORK_SERVER"
-GRADER = "tfcourse.grading.__main__"            # what a child runs: its main(args)
+GRADER = "tfcourse.submission.__main__"            # what a child runs: its main(args)
 MESSAGE = 4096                                  # a reply; requests travel in a memfd
 IMPORT_TIME = ("OMP_", "MKL_", "OPENBLAS_", "TORCH_", "PYTORCH_", "CUDA_", "LD_", "PYTHON")
 
@@ -49,7 +49,7 @@ def serve(channel: socket.socket) -> None:
     signal it), and the grader is reaped when the runner says "reap"."""
     import importlib
 
-    from .__main__ import die_with_parent
+    from ..submission.__main__ import die_with_parent
 
     die_with_parent()
     for name in PRELOAD:
@@ -165,7 +165,7 @@ class ForkedGrader:
             while self._stderr is not None:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
-                    raise subprocess.TimeoutExpired(["tfcourse.grading"], timeout)
+                    raise subprocess.TimeoutExpired(["tfcourse.submission"], timeout)
                 watch.register(self._stderr, select.POLLIN | select.POLLHUP)
                 if not watch.poll(None if left is None else max(1, int(left * 1000))):
                     continue
@@ -210,7 +210,7 @@ class ForkServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         environment = {**(os.environ if env is None else env), PARENT_VARIABLE: str(os.getpid())}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tfcourse.grading.forkserver", str(theirs.fileno())],
+            [sys.executable, "-m", "tfcourse.batch.forkserver", str(theirs.fileno())],
             pass_fds=[theirs.fileno()], cwd=cwd, env=environment, start_new_session=True,
             stdin=subprocess.DEVNULL)
         theirs.close()
@@ -318,7 +318,7 @@ def warm(cwd: Path, env: dict) -> None:
 
 def spawn(args: list[str], env: dict, cwd: Path, kept: dict[str, int] | None = None
           ) -> ForkedGrader:
-    """A grader for `args` (the command line of `python -m tfcourse.grading`), forked by this
+    """A grader for `args` (the command line of `python -m tfcourse.submission`), forked by this
     thread's server for `cwd` (started on first use). Raises ServerGone when no server works."""
     servers, key = _servers(cwd, env)
     for attempt in range(2):                # a server that died is started again, once

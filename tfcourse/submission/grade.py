@@ -4,7 +4,7 @@
 course folder) with the `Grading` of plugin.py, and returns the report made of plain data. A
 `NotebookRun` is one notebook of the submission: it reads the notebook, applies the course's static
 rules, starts the student's code in a sandbox and answers, group by group, whether the group's
-checks may run at all. It runs in a process of its own (`python -m tfcourse.grading`, see
+checks may run at all. It runs in a process of its own (`python -m tfcourse.submission`, see
 __main__.py), one per submission, so that nothing a submission does can reach the others or the
 runner.
 """
@@ -25,7 +25,7 @@ from . import rules
 from .framework import Context, Fail, describe_student_error
 from .reference import reference
 from .report import Note, NotebookReport, SubmissionReport
-from .submission import load_program
+from .files import load_program
 
 
 class NotGraded(Fail):
@@ -251,7 +251,7 @@ def pytest_arguments(course: Course, assignment) -> list[str]:
     no conftest.py is read from outside autograder/."""
     graders = course.root / "autograder"
     return [str(graders / assignment.graders), "--rootdir", str(course.root), "-c", os.devnull,
-            "--confcutdir", str(graders), *PYTEST_ARGS, "-p", "tfcourse.grading.plugin"]
+            "--confcutdir", str(graders), *PYTEST_ARGS, "-p", "tfcourse.submission.plugin"]
 
 
 def grade_submission(course: Course, submission: Path, assignment_id: str | None,

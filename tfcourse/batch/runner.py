@@ -1,11 +1,11 @@
 """Grading many submissions: one trusted grader process each, N at a time, nothing lost.
 
-Each submission is graded by `python -m tfcourse.grading` in its own process, with a time limit;
+Each submission is graded by `python -m tfcourse.submission` in its own process, with a time limit;
 whatever happens to that process, the submission ends with a results.json and a feedback page, that
 lists every check of its assignment. Results carry a fingerprint of the submission and of the
 grader, so a second run grades only what is new or changed. The input folders are only ever read,
-and never through a link (see submission.py). Stopping the runner (SIGTERM, SIGINT, or SIGKILL) ends
-its graders, and with them the students' processes; their temporary folders go.
+and never through a link (see submission/files.py). Stopping the runner (SIGTERM, SIGINT, or
+SIGKILL) ends its graders, and with them the students' processes; their temporary folders go.
 """
 from __future__ import annotations
 
@@ -28,20 +28,20 @@ from pathlib import Path
 from tfcourse.course import Course, CourseError
 from tfcourse.source import groups_by_notebook
 
-from .__main__ import MEMORY_VARIABLE, PARENT_VARIABLE   # PARENT: the runner's pid, for its
+from ..submission.__main__ import MEMORY_VARIABLE, PARENT_VARIABLE   # PARENT: the runner's pid, for its
                                                           # graders: each dies with it
-from .report import Note, NotebookReport, SubmissionReport, TestResult
+from ..submission.report import Note, NotebookReport, SubmissionReport, TestResult
 from .results import private_folder, write_results
 from ..sandbox import forked
 from ..sandbox.launch import SANDBOX_FOLDER
 from ..sandbox.limits import MEMORY, Cgroup, Limits, parents_of
 from ..sandbox.limits import PARENT_VARIABLE as CGROUP_PARENT
-from .submission import (KIND_WORDS, Entry, Refused, find_notebooks, is_notebook_name,
-                         kind_inside, listing, open_inside, root_kind, split_submission)
+from ..submission.files import (KIND_WORDS, Entry, Refused, find_notebooks, is_notebook_name,
+                                kind_inside, listing, open_inside, root_kind, split_submission)
 
 GRADER_FILES = ("autograder", "source", "course.yaml")
-ENGINE_FILES = ("grading", "sandbox", "student", "course.py", "notebook.py", "source.py", "i18n.py",
-                "locale")
+ENGINE_FILES = ("submission", "batch", "sandbox", "student", "course.py", "notebook.py",
+                "source.py", "i18n.py", "locale")
 HASH_LIMIT = 256 << 20          # a notebook larger than this is fingerprinted by size and time,
 HASH_BUDGET = 1 << 30           # and so are those beyond this much read for one submission
 
@@ -553,7 +553,7 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
             environment[forked.ZYGOTE_VARIABLE] = f"{zygote.control.fileno()}:{zygote.key}"
         try:
             process = GRADERS.fork(args, environment, course.root, kept) or GRADERS.start(
-                [sys.executable, "-m", "tfcourse.grading", *args], cwd=course.root,
+                [sys.executable, "-m", "tfcourse.submission", *args], cwd=course.root,
                 env=environment, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 pass_fds=list(kept.values()))
         except BaseException:

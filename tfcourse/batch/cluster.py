@@ -37,9 +37,9 @@ from typing import Callable
 
 from tfcourse.course import Course, CourseError, find_course_root, load_course
 
-from .report import SubmissionReport
-from .submission import (Refused, find_notebooks, is_notebook_name, kind_inside, listing,
-                         open_inside, split_submission)
+from ..submission.report import SubmissionReport
+from ..submission.files import (Refused, find_notebooks, is_notebook_name, kind_inside, listing,
+                                open_inside, split_submission)
 
 COURSE_VARIABLE = "TFCOURSE_COURSE"        # on a worker: the course folder
 SPECIAL = {"link", "fifo", "socket", "device", "other"}      # entries that are never read
@@ -261,7 +261,7 @@ TASK = grade_task              # what the client sends (tests put another functi
 
 
 def dask_setup(worker) -> None:
-    """`dask worker ADDRESS --preload tfcourse.grading.cluster`: the worker says in its log, as it
+    """`dask worker ADDRESS --preload tfcourse.batch.cluster`: the worker says in its log, as it
     starts, the course folder it grades with and how it isolates student code, or why it cannot
     grade (then every submission sent to it fails with that reason)."""
     try:

@@ -1,4 +1,4 @@
-"""The trusted grader process: `python -m tfcourse.grading SUBMISSION --course DIR --out REPORT.json`.
+"""The trusted grader process: `python -m tfcourse.submission SUBMISSION --course DIR --out REPORT.json`.
 
 Grades one submission and writes its report as JSON (atomically, readable by its owner only). The
 student's sandbox is started before the graders are imported, so that both interpreters load torch
@@ -22,10 +22,10 @@ from tfcourse.course import load_course
 
 from .reference import helper_files
 from .report import Note, SubmissionReport
-from .results import finite
+from ..batch.results import finite
 from ..sandbox.forked import open_sandbox
 from ..sandbox.launch import SandboxConfig, set_subreaper
-from .submission import KIND_WORDS, find_notebooks, kind_inside, split_submission
+from .files import KIND_WORDS, find_notebooks, kind_inside, split_submission
 
 PR_SET_PDEATHSIG = 1
 PARENT_VARIABLE = "TFCOURSE_GRADER_PARENT"      # set by the runner and the fork server
@@ -100,7 +100,7 @@ def refused_root(course, submission: Path, within: Path | None, assignment_id: s
                  skip=()):
     """The report for a submission that is itself a link, a pipe or a device: never followed nor
     opened; every check of its assignment (when known) at 0, and a note that says why."""
-    from .runner import zero_report
+    from ..batch.runner import zero_report
 
     base, parts = split_submission(submission, within)
     kind = kind_inside(base, parts)
@@ -155,7 +155,7 @@ def grade(options) -> dict:
 def failed(options, assignment_id: str | None, problem: str) -> dict:
     """The report of a grader that failed: every check of the assignment (when known) at 0."""
     try:
-        from .runner import failure_report
+        from ..batch.runner import failure_report
 
         course = load_course(options.course)
         report = failure_report(course, options.submission, assignment_id, problem,
@@ -187,9 +187,9 @@ def main(argv=None) -> int:
     parser.add_argument("--hide", nargs="*", default=[], type=Path)
     options = parser.parse_args(argv)
     if argv is None:                   # a fresh interpreter: its command line names the paths
-        from .runner import hide_command_line
+        from ..batch.runner import hide_command_line
 
-        hide_command_line("tfcourse.grading")
+        hide_command_line("tfcourse.submission")
     die_with_parent()                  # before any sandbox is started
     set_subreaper()
     options.memory_mb = limit_own_memory()
