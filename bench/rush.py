@@ -181,6 +181,8 @@ def occupancy(log: str, kills: list[float]) -> dict[str, list[tuple[float, float
     for when, key, what in lines:
         at = stamp(when)
         if what.startswith("grading"):
+            if key in begun:                    # graded again after a restart: the kill ended it
+                spans.setdefault(key, []).append((begun[key], at))
             begun[key] = at
         elif key in begun:
             spans.setdefault(key, []).append((begun.pop(key), at))
@@ -347,6 +349,7 @@ def main() -> int:
     print(json.dumps(figures, indent=1))
     if options.json:
         options.json.write_text(json.dumps(figures, indent=1))
+        shutil.copy(log, options.json.with_suffix(".log"))       # the service's own words
     if account:
         account.close()
     if mounted:
