@@ -343,7 +343,8 @@ def main() -> int:
                for begin, end in windows]
     figures = analyse(found, sent, text, options.jobs, cpu, windows, kills_at)
     figures.update(assignment=options.assignment, students=options.students,
-                   minutes=options.minutes, jobs=options.jobs, skip=options.skip, unreadable_records=unreadable,
+                   minutes=options.minutes, jobs=options.jobs, skip=options.skip,
+                   unreadable_records=unreadable,
                    forged=sorted(str(p) for p in state.rglob("forged.json")), faults=notes,
                    wall_seconds=round(time.monotonic() - began), load=os.getloadavg())
     print(json.dumps(figures, indent=1))

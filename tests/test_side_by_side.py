@@ -136,7 +136,7 @@ def test_submissions_the_sandbox_user_can_read_are_refused_in_process_mode(cours
         shutil.rmtree(base)
 
 
-# -- the feedback service: the same protections as `tfcourse grade` ---------------------------------
+# -- the feedback service: the same protections as `tfcourse grade` ------------------------------
 def run_service(course, options) -> int | None:
     """`tfcourse feedback-service`'s exit status, None when it did not end by itself (it
     started, and would serve until stopped)."""

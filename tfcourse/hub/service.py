@@ -135,9 +135,9 @@ class Service:
         process), all students as one user: one submission at a time (--jobs 1), and nothing in
         the state folder (classmates' notebooks, results, records) readable by that user."""
         runner.refuse_side_by_side(self.course, self.jobs)
-        state = self.ledger.state
-        inside = [state / name for name in ("records", "snapshots", "results", "report")]
-        for folder in inside:
+        tops = [self.ledger.state / name for name in ("records", "snapshots", "results", "report")]
+        inside = list(tops)
+        for folder in tops:
             for top, folders, files in os.walk(folder):
                 inside += [Path(top, name) for name in folders + files]
         runner.refuse_readable(self.course, inside)
