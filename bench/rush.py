@@ -131,14 +131,15 @@ def records(state: Path) -> tuple[dict[str, dict], list[str]]:
 
 
 def fill(folder: Path) -> Path:
+    """Fill the disk of `folder` (already full: a file of nothing)."""
     filler = folder / "filler"
-    with open(filler, "wb") as stream:
-        try:
+    try:
+        with open(filler, "wb") as stream:
             while True:
                 stream.write(b"\0" * 65536)
                 stream.flush()
-        except OSError:
-            pass
+    except OSError:
+        pass
     return filler
 
 
@@ -270,6 +271,8 @@ def main() -> int:
     parser.add_argument("--fill", type=float, default=0,
                         help="seconds the state folder's disk stays full, mid-rush")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--state-mb", type=int, default=64,
+                        help="size of the state folder's tmpfs (03-sorting's notebooks: 512)")
     parser.add_argument("--skip", nargs="*", default=[],
                         help="checks the service does not grade (its --skip)")
     parser.add_argument("--timeout", type=float, default=1800)
@@ -281,7 +284,8 @@ def main() -> int:
     (exchange / INBOUND).mkdir(parents=True)
     os.chmod(exchange / INBOUND, 0o733)
     state.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs",
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={options.state_mb}m,mode=0700",
+                              "tmpfs",
                               str(state)], capture_output=True).returncode == 0
     if options.fill and not mounted:
         print("rush: --fill needs a tmpfs for the state folder (root)", file=sys.stderr)
@@ -318,7 +322,7 @@ def main() -> int:
                 time.sleep(options.fill)
                 said = [line for line in log.read_text().splitlines()
                         if "cannot be written" in line]
-                filler.unlink()
+                filler.unlink(missing_ok=True)
                 notes.append(f"state disk full for {options.fill:g} s at "
                              f"{time.monotonic() - began:.0f} s; the log said: "
                              f"{said[0].split('feedback ', 1)[-1][:160] if said else 'nothing'}")
