@@ -854,11 +854,19 @@ def _exchange_with(tmp_path: Path, students: dict[str, dict]) -> Path:
 
 
 def graders(dask, nanny) -> list[int]:
-    """The grader processes under a Dask worker now (none while one of them is just ending)."""
-    try:
-        return dask.graders(nanny)
-    except OSError:                     # a process listed, gone before its command line was read
-        return []
+    """The grading processes under a Dask worker now: its graders, or the fork server that forks
+    them (a forked grader's command line is the server's)."""
+    from tfcourse.sandbox.launch import descendants
+
+    found = []
+    for pid in descendants(nanny.pid) if nanny.poll() is None else []:
+        try:
+            line = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:                 # gone before its command line was read
+            continue
+        if b"tfcourse.submission" in line or b"tfcourse.batch.forkserver" in line:
+            found.append(pid)
+    return found
 
 
 @pytest.mark.slow
