@@ -296,10 +296,8 @@ def enabled() -> bool:
     return os.environ.get(SWITCH, "1") != "0"
 
 
-def spawn(args: list[str], env: dict, cwd: Path, kept: dict[str, int] | None = None
-          ) -> ForkedGrader:
-    """A grader for `args` (the command line of `python -m tfcourse.submission`), forked by this
-    thread's server for `cwd` (started on first use). Raises ServerGone when no server works."""
+def _servers(cwd: Path, env: dict) -> tuple[dict, str]:
+    """This thread's servers, and the key of the one for `cwd` and `env` (the others closed)."""
     servers = getattr(_SERVERS, "by_folder", None)
     if servers is None:
         servers = _SERVERS.by_folder = {}
@@ -308,6 +306,22 @@ def spawn(args: list[str], env: dict, cwd: Path, kept: dict[str, int] | None = N
                                          if name.startswith(IMPORT_TIME)))
     for other in [k for k in servers if k != key]:  # one server a thread: each holds ~300 MB
         servers.pop(other).close()
+    return servers, key
+
+
+def warm(cwd: Path, env: dict) -> None:
+    """Start this thread's server for `cwd` and `env` now, before its first grader is wanted
+    (a service's job slot, as it starts)."""
+    servers, key = _servers(cwd, env)
+    if key not in servers or servers[key].process.poll() is not None:
+        servers[key] = ForkServer(Path(cwd), env)
+
+
+def spawn(args: list[str], env: dict, cwd: Path, kept: dict[str, int] | None = None
+          ) -> ForkedGrader:
+    """A grader for `args` (the command line of `python -m tfcourse.submission`), forked by this
+    thread's server for `cwd` (started on first use). Raises ServerGone when no server works."""
+    servers, key = _servers(cwd, env)
     for attempt in range(2):                # a server that died is started again, once
         server = servers.get(key)
         if server is None or server.process.poll() is not None:

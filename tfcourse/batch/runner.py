@@ -128,17 +128,18 @@ def readable_by(path: Path, user: tuple[int, int]) -> bool:
     return all(allowed(info, 1) for info in folders) and allowed(target, 4)
 
 
-def refuse_readable(course: Course, found: Survey) -> None:
+def refuse_readable(course: Course, found: Survey | list[Path]) -> None:
     """Where student code runs as a plain process as the sandbox user, a submission that user
     can read (the usual umask makes them so) could be read by every classmate's code: refused,
-    with the command that makes them private."""
+    with the command that makes them private. `found`: a survey, or the paths to check."""
     from ..sandbox.launch import SandboxConfig, choose_isolation
 
     isolation = choose_isolation(SandboxConfig.from_course(course, {}, 1, []))
     if isolation.mode != "process" or isolation.refusal or not isolation.user or \
             isolation.user[0] in (0, os.geteuid()):
         return
-    readable = [item.path for item in found.submissions if readable_by(item.path, isolation.user)]
+    paths = [item.path for item in found.submissions] if isinstance(found, Survey) else found
+    readable = [path for path in paths if readable_by(path, isolation.user)]
     if readable:
         folders = sorted({str(Path(os.path.abspath(path)).parent) for path in readable})
         more = f" and {len(readable) - 1} more submissions" if len(readable) > 1 else ""
