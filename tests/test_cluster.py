@@ -342,11 +342,19 @@ class Cluster:
                                 start_new_session=True)
 
     def graders(self, nanny: subprocess.Popen) -> list[int]:
-        """The grader processes running under one worker now."""
+        """The grading processes running under one worker now: its graders, or the fork server
+        that forks them (a forked grader's command line is the server's)."""
         from tfcourse.sandbox.launch import descendants
 
-        return [pid for pid in descendants(nanny.pid) if b"tfcourse.submission" in
-                Path(f"/proc/{pid}/cmdline").read_bytes()] if nanny.poll() is None else []
+        found = []
+        for pid in descendants(nanny.pid) if nanny.poll() is None else []:
+            try:
+                line = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:             # gone before its command line was read
+                continue
+            if b"tfcourse.submission" in line or b"tfcourse.batch.forkserver" in line:
+                found.append(pid)
+        return found
 
     def close(self) -> None:
         self.client.close()
