@@ -734,3 +734,18 @@ def test_a_runner_killed_outright_takes_its_graders_with_it(tmp_path, untouched)
     finally:
         _cleanup(temporary)
 
+
+
+def test_a_notebook_renamed_in_its_folder_is_noted_one_given_alone_is_not(course, tmp_path):
+    """`alice/attention (1).ipynb` is noted ("there is no attention.ipynb; ... was graded in its
+    place"), for the student to learn; the files of a flat class folder (`bob.ipynb`, the
+    guide's layout) were named by the instructor, and their students' pages said so to each."""
+    renamed = student(tmp_path / "alice") / NOTEBOOK
+    renamed.rename(renamed.with_name("attention (1).ipynb"))
+    _, notes = notes_of(course, tmp_path / "alice")
+    assert "there is no attention.ipynb; attention (1).ipynb was graded in its place" in notes
+    flat = tmp_path / "class" / "bob.ipynb"
+    flat.parent.mkdir()
+    flat.write_bytes((ROOT / "release" / A / NOTEBOOK).read_bytes())
+    _, notes = notes_of(course, flat)
+    assert not [note for note in notes if "in its place" in note], notes

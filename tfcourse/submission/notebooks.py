@@ -322,7 +322,9 @@ def load_program(source_path: Path, submitted: NotebookFile | Path,
                                       {"names": ", ".join(found.unfollowed)}, "error"))
         return program
     raw, notes = read_notebook(found, size_limit_mb)
-    if found.name != source_path.name:
+    # A notebook under another name in the student's folder is worth a note; a file that is the
+    # submission itself (a class folder of alice.ipynb, bob.ipynb) was named by the instructor.
+    if found.name != source_path.name and len(found.parts) > found.skip:
         notes.insert(0, Note("there is no {name}; {found} was graded in its place",
                              {"name": source_path.name, "found": found.shown}))
     program = build_program(source_nb, raw)
