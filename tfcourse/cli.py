@@ -51,7 +51,8 @@ def cmd_build(options) -> int:
               f"{len(stale)} stale item(s): run `tfcourse build` and commit the result")
         return 1 if stale else 0
     try:
-        build(course, options.lang, execute=not options.no_execute, out=options.out)
+        build(course, options.lang, execute=not options.no_execute, out=options.out,
+              log=lambda line: print(line, flush=True))
     except BuildError as error:
         print(f"build failed:\n{error}", file=sys.stderr)
         return 1

@@ -13,6 +13,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import nbformat
@@ -98,9 +99,9 @@ def _nbgrader_config(course: Course, db_url: str, lang: str, release: Path, solu
 
 
 def run_nbgrader(course: Course, release: Path, solutions: Path | None, lang: str,
-                 execute: bool = True, db_url: str | None = None) -> None:
+                 execute: bool = True, db_url: str | None = None, log=None) -> None:
     """nbgrader's generate_assignment (and generate_solution) for every assignment, recording
-    the points in the gradebook at `db_url` (None: a scratch one)."""
+    the points in the gradebook at `db_url` (None: a scratch one); `log` is told each step."""
     from nbgrader.converters import GenerateAssignment, GenerateSolution
     from nbgrader.coursedir import CourseDirectory
 
@@ -115,8 +116,16 @@ def run_nbgrader(course: Course, release: Path, solutions: Path | None, lang: st
             coursedir = CourseDirectory(config=config)
             converters = [GenerateAssignment] + ([GenerateSolution] if solutions else [])
             for converter in converters:
+                if log is not None:
+                    log(f"  {assignment.id}: " + ("the student version" if converter is
+                                                  GenerateAssignment else
+                                                  "the solutions, executed and graded"
+                                                  if execute else "the solutions"))
+                started = time.monotonic()
                 app = converter(coursedir=coursedir, config=config)
                 app.start()
+                if log is not None and time.monotonic() - started > 30:
+                    log(f"  {assignment.id}: done in {time.monotonic() - started:.0f} s")
                 if getattr(app, "_failed", False):
                     raise BuildError(f"nbgrader failed on {assignment.id}")
 
@@ -162,11 +171,11 @@ def build(course: Course, lang: str | None = None, execute: bool = True, log=pri
     for folder in (release, solutions):
         shutil.rmtree(folder, ignore_errors=True)
     log(f"generating {_shown(course, release)} and {_shown(course, solutions)} ({lang}) with "
-        f"nbgrader" + ("; the solutions are executed and graded, which takes a few minutes"
-                       if execute else ""))
+        f"nbgrader" + ("; the solutions are executed and graded, which takes a few minutes "
+                       "on a free machine" if execute else ""))
     # The course's own edition goes with its gradebook, so that autograde scores with its points.
     db_url = gradebook_url(course) if release == course.release_dir else None
-    run_nbgrader(course, release, solutions, lang, execute, db_url=db_url)
+    run_nbgrader(course, release, solutions, lang, execute, db_url=db_url, log=log)
     if db_url:
         log("nbgrader's gradebook holds course.yaml's points")
     failing = failed_cells(solutions, _shown(course, solutions).rstrip("/")) if execute else []
