@@ -504,7 +504,7 @@ def test_trained_accuracy(ctx):
     the reference's greedy decoding, on sequences drawn after training from a seed nobody can
     know. No student code runs while the model is judged, so it cannot tell an evaluation from
     anything else, nor answer in the model's place."""
-    training = ctx.course.training
+    training = ctx.course.parameter("training")
     limit = ctx.course.limit("training_seconds")
     recipe = recipe_source(ctx.course, ctx.assignment.id)
     _expect_schedule_shape(ctx)

@@ -9,7 +9,7 @@ For each seed, the reference EncoderRegressor (read from source/02-layers, as th
 built the way the `regressor.trained` check builds a student's: around the stand-ins of
 autograder/standins.py in place of its encoder layers and positional_encoding. It is trained by the
 notebook's own recipe cell (`fit_regressor`), then its mean absolute error is measured on 2,000 fresh
-sequences, as the check measures it. The check passes below course.yaml's `regression.max_error`;
+sequences, as the check measures it. The check passes below course.yaml's `parameters.regression.max_error`;
 a seed above --margin (default: half the bar) is flagged, because a reference that only just clears
 the bar would fail some correct students on an unlucky draw. With --real the stand-ins are left out:
 the model and the numbers of the notebook's demo cell.
@@ -102,7 +102,7 @@ def main() -> int:
     kernels = use_kernels(options.kernels)
     import torch
     from tfcourse.course import load_course
-    TRAINED_BAR = load_course(ROOT).regression.max_error
+    TRAINED_BAR = load_course(ROOT).parameter("regression").max_error
     margin = options.margin if options.margin is not None else TRAINED_BAR / 2
     print(f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
           f"torch {torch.__version__}, {kernels} kernels "

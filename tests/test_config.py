@@ -9,8 +9,9 @@ import re
 import pytest
 import yaml
 
+from autograder.parameters import Training
 from tfcourse.course import (COURSE_FILE, Course, CourseError, Limits, Rules, SandboxSettings,
-                             Tolerance, Training, load_course, parse_course)
+                             Tolerance, load_course, parse_course)
 
 from conftest import ROOT
 
@@ -44,8 +45,9 @@ def error_of(data: dict) -> str:
 def test_the_course_loads_into_typed_objects():
     course = load_course(ROOT)
     assert isinstance(course, Course)
-    assert course.training == Training(seed=0, eval_sequences=1000, eval_length=10,
-                                       threshold=0.99)
+    assert course.parameter("training") == Training(seed=0, eval_sequences=1000,
+                                                    eval_length=10, threshold=0.99)
+    assert course.parameter("regression").max_error == 0.3
     assert course.tolerance == Tolerance(atol=1e-5, rtol=1e-4)
     assert isinstance(course.limits, Limits) and course.limits.check_seconds == 30.0
     assert course.limits.memory_mb == 3072 and type(course.limits.memory_mb) is int
@@ -75,7 +77,7 @@ def test_the_objects_are_frozen(course):
     with pytest.raises(dataclasses.FrozenInstanceError):
         course.limits.check_seconds = 1                              # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
-        course.training = None                                       # type: ignore[misc]
+        course.parameter("training").seed = 1                        # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
         course.assignments[0].graders = "test_other.py"              # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -97,7 +99,7 @@ def test_an_unknown_limit_is_named(course):
 
 
 @pytest.mark.parametrize("path", [
-    "limits.check_secnds", "training.treshold", "tolerance.abs", "sandbox.isolaton",
+    "limits.check_secnds", "parameters.training.treshold", "tolerance.abs", "sandbox.isolaton",
     "rules.forbiden", "trainig", "assignments[0].grader", "assignments[1].checks.ffn.stubs",
     "assignments[0].provides.name"])
 def test_an_unknown_key_is_named(data, path):
@@ -113,9 +115,9 @@ def test_an_unknown_key_says_what_is_known_and_what_was_meant(data):
 
 
 @pytest.mark.parametrize("path, value, says", [
-    ("training.seed", "zero", "must be an integer >= 0, not 'zero'"),
-    ("training.eval_length", 10.5, "must be an integer > 0, not 10.5"),
-    ("training.threshold", 1.5, "must be a number >= 0 and <= 1, not 1.5"),
+    ("parameters.training.seed", "zero", "must be an integer >= 0, not 'zero'"),
+    ("parameters.training.eval_length", 10.5, "must be an integer > 0, not 10.5"),
+    ("parameters.training.threshold", 1.5, "must be a number >= 0 and <= 1, not 1.5"),
     ("tolerance.atol", "1e-5", "must be a number >= 0, not '1e-5'"),
     ("tolerance.rtol", -1, "must be a number >= 0, not -1"),
     ("limits.check_seconds", 0, "must be a number > 0, not 0"),
@@ -127,7 +129,7 @@ def test_an_unknown_key_says_what_is_known_and_what_was_meant(data):
     ("sandbox.gpu", "no", "must be true or false, not 'no'"),
     ("sandbox.threads", 0, "must be an integer >= 1, not 0"),
     ("rules.forbidden", {"torch.nn.Transformer": True}, "must be a list of strings, not a mapping"),
-    ("training", [0, 1000], "must be a mapping (key: value lines), not [0, 1000]"),
+    ("parameters.training", [0, 1000], "must be a mapping (key: value lines), not [0, 1000]"),
     ("assignments[2].uses", 5, "must be a list of strings, not 5"),
     ("assignments[0].graders", "../checks.py", "must be the file name of a module in autograder/"),
     ("assignments[0].title", ["a"], "must be a string or a mapping from language to string"),
@@ -174,13 +176,13 @@ def test_points_that_are_not_numbers_are_named(data):
 
 
 @pytest.mark.parametrize("path, says", [
-    ("training.threshold", "course.yaml: training.threshold: is missing; it must be a number"),
+    ("parameters.training.threshold", "course.yaml: parameters.training.threshold: is missing; it must be a number"),
     ("tolerance.atol", "course.yaml: tolerance.atol: is missing; it must be a number >= 0"),
     ("limits.check_seconds", "course.yaml: limits.check_seconds: is missing"),
     ("limits.notebook_mb", "course.yaml: limits.notebook_mb: is missing"),
     ("rules.forbidden", "course.yaml: rules.forbidden: is missing; it must be a list of strings"),
     ("sandbox", "course.yaml: sandbox: is missing; it must be a mapping"),
-    ("training", "course.yaml: training: is missing"),
+    ("parameters.training", "course.yaml: parameters.training: is missing"),
     ("id", "course.yaml: id: is missing; it must be a non-empty string"),
     ("assignments", "course.yaml: assignments: is missing; it must be a list of assignments"),
     ("assignments[0].id", "course.yaml: assignments[0].id: is missing"),
@@ -194,7 +196,7 @@ def test_a_missing_value_is_named(data, path, says):
 
 
 @pytest.mark.parametrize("path, says", [
-    ("training.seed", "course.yaml: training.seed: has no value; it must be an integer >= 0"),
+    ("parameters.training.seed", "course.yaml: parameters.training.seed: has no value; it must be an integer >= 0"),
     ("sandbox.isolation", "course.yaml: sandbox.isolation: has no value; it must be one of auto"),
     ("limits.cell_seconds", "course.yaml: limits.cell_seconds: has no value; it must be a number"),
     ("tolerance", "course.yaml: tolerance: must be a mapping (key: value lines), not null"),
@@ -216,7 +218,7 @@ def test_the_sandbox_keys_have_the_defaults_launch_had(data):
 
 
 def test_bools_are_not_numbers_nor_numbers_bools(data):
-    for path, value in [("sandbox.gpu", 1), ("sandbox.gpu", 0), ("training.seed", True),
+    for path, value in [("sandbox.gpu", 1), ("sandbox.gpu", 0), ("parameters.training.seed", True),
                         ("limits.memory_mb", True), ("limits.check_seconds", True),
                         ("tolerance.atol", False), ("sandbox.accept_weaker", 0),
                         ("sandbox.accept_weaker", 1), ("sandbox.threads", True),
@@ -320,3 +322,22 @@ def test_every_setting_says_what_it_means_and_config_prints_it(capsys):
     assert "default: 3072" in printed and "range: > 0" in printed
     assert main(["config", "limits.memroy_mb"]) == 2
     assert "no setting of course.yaml" in capsys.readouterr().err
+
+
+def test_the_graders_parameters_are_declared_by_the_graders_not_the_engine(course, data):
+    """Issue 26: the engine's schema holds no course-specific section; `parameters` holds the
+    sections autograder/parameters.py declares, read and checked like the engine's own."""
+    from tfcourse import config
+    from tfcourse.course import Course as Engine
+
+    engine_keys = {item["key"].split(".")[0] for item in config.settings(Engine)}
+    assert not engine_keys & {"training", "regression"}
+    assert course.parameter("regression").eval_sequences == 2000
+    listed = [item["key"] for item in config.course_settings(ROOT)]
+    assert listed.index("parameters") < listed.index("parameters.training.threshold")
+    with pytest.raises(CourseError, match=r"parameters\.trainig: no grader declares it "
+                                          r"\(declared: training, regression\); did you mean "
+                                          r"training\?"):
+        parse_course(changed(data, "parameters.trainig", {"seed": 0}), ROOT)
+    with pytest.raises(CourseError, match="parameters.nothing: no grader declares it"):
+        course.parameter("nothing")

@@ -264,13 +264,14 @@ def _add_feedback_service(commands, argv) -> None:
 def cmd_config(options) -> int:
     from . import config
 
+    root = getattr(options, "course", None)        # its graders' parameters are listed too
     if options.markdown:
-        print(config.markdown(), end="")
+        print(config.markdown(root), end="")
         return 0
     if not options.setting:
-        print(config.listing())
+        print(config.listing(root))
         return 0
-    text = config.describe(options.setting)
+    text = config.describe(options.setting, root)
     if text is None:
         print(f"tfcourse config: {options.setting!r} is no setting of course.yaml "
               f"(`tfcourse config` lists them)", file=sys.stderr)

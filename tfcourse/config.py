@@ -75,36 +75,61 @@ def settings(cls=Course, prefix: str = "") -> list[dict]:
     return out
 
 
-def describe(key: str) -> str | None:
+def course_settings(root=None) -> list[dict]:
+    """The engine's settings, with the sections of `parameters` that the course's graders
+    declare (autograder/parameters.py of the course at `root`, or found from the working
+    folder) listed under it."""
+    from .course import declared_parameters, find_course_root
+    from .schema import CourseError
+
+    if root is None:
+        try:
+            root = find_course_root()
+        except CourseError:
+            return settings()
+    out = []
+    for item in settings():
+        out.append(item)
+        if item["key"] == "parameters":
+            for section, (cls, help_text) in declared_parameters(root).items():
+                out.append({"key": f"parameters.{section}", "type": "mapping",
+                            "default": "(required)", "range": "", "help": help_text})
+                out += settings(cls, f"parameters.{section}.")
+    return out
+
+
+def describe(key: str, root=None) -> str | None:
     """One setting's meaning, type, default and range, in plain text; None if there is none."""
-    found = next((item for item in settings() if item["key"] == key), None)
+    every = course_settings(root)
+    found = next((item for item in every if item["key"] == key), None)
     if found is None:
         return None
     lines = [f"{found['key']}: {found['help']}", f"  type: {found['type']}",
              f"  default: {found['default']}"]
     if found["range"]:
         lines.append(f"  range: {found['range']}")
-    below = [item["key"] for item in settings() if item["key"].startswith(key + ".")]
+    below = [item["key"] for item in every if item["key"].startswith(key + ".")]
     if below:
         lines.append(f"  settings: {', '.join(below)}")
     return "\n".join(lines)
 
 
-def listing() -> str:
+def listing(root=None) -> str:
     """Every setting, one a line, with its meaning."""
-    items = settings()
+    items = course_settings(root)
     width = max(len(item["key"]) for item in items)
     return "\n".join(f"{item['key']:<{width}}  {item['help']}" for item in items)
 
 
-def markdown() -> str:
+def markdown(root=None) -> str:
     """docs/course-yaml.md."""
     lines = [f"# {COURSE_FILE}: every setting", "",
-             "Generated from the schema (tfcourse/course.py) by `tfcourse config --markdown`; "
+             "Generated from the schema (tfcourse/course.py, and the graders' `parameters` "
+             "declared in autograder/parameters.py) by `tfcourse config --markdown`; "
              "`tfcourse config SETTING` prints one. Do not edit by hand: tests/test_config.py "
              "checks that this page is current.", "",
              "| setting | type | default | range | meaning |", "|---|---|---|---|---|"]
-    for item in settings():
+    for item in course_settings(root):
         cells = [f"`{item['key']}`", item["type"], item["default"], item["range"], item["help"]]
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(lines) + "\n"

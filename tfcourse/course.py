@@ -30,23 +30,6 @@ from .schema import (COURSE_FILE, CourseError, _at, _path, _read_only, _show, re
 
 # -- the sections --------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Training:
-    """The trained-model check (course.yaml `training`)."""
-    seed: int = setting(low=0, help="the seed of the training run")
-    eval_sequences: int = setting(above=0, help="how many sequences the trained model sorts")
-    eval_length: int = setting(above=0, help="the length of those sequences")
-    threshold: float = setting(low=0, high=1, help="the share of them it must sort exactly right")
-
-
-@dataclass(frozen=True)
-class Regression:
-    """The trained regressor check of 02-layers (course.yaml `regression`)."""
-    seed: int = setting(low=0, help="the seed of the training run")
-    eval_sequences: int = setting(above=0, help="fresh sequences the trained model is judged on")
-    max_error: float = setting(above=0, help="the mean absolute error it must stay below")
-
-
-@dataclass(frozen=True)
 class Tolerance:
     """Numerics against the reference (course.yaml `tolerance`)."""
     atol: float = setting(low=0, help="absolute tolerance of values compared with the reference")
@@ -352,6 +335,60 @@ def _assignments(value, where: str) -> tuple[Assignment, ...]:
     return assignments
 
 
+def _parameter_sections(value, where: str) -> Mapping[str, Mapping]:
+    """course.yaml's `parameters`: a mapping of sections, each a mapping; what each section
+    holds is checked against the graders' declarations (`check_parameters`)."""
+    if not isinstance(value, Mapping):
+        raise CourseError(f"{_at(where)}must be a mapping of sections, not {_show(value)}")
+    for section, settings in value.items():
+        if not isinstance(settings, Mapping):
+            raise CourseError(f"{_at(_path(where, section))}must be a mapping (key: value lines), "
+                              f"not {_show(settings)}")
+    return _read_only({str(section): _read_only(dict(settings))
+                       for section, settings in value.items()})
+
+
+PARAMETERS_FILE = Path("autograder") / "parameters.py"
+
+
+def declared_parameters(root: Path) -> Mapping[str, tuple]:
+    """The graders' declared parameter sections (autograder/parameters.py's PARAMETERS: section
+    -> (dataclass, help)); none where the course has no such file."""
+    path = Path(root) / PARAMETERS_FILE
+    if not path.is_file():
+        return {}
+    import importlib.util
+    import sys
+
+    name = f"_tfcourse_parameters_{abs(hash(str(path.resolve())))}"
+    module = sys.modules.get(name)
+    imported = sys.modules.get("autograder.parameters")     # the graders' own import of it
+    if imported is not None and Path(getattr(imported, "__file__", "")).resolve() == \
+            path.resolve():
+        module = imported
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return dict(getattr(module, "PARAMETERS", {}))
+
+
+def check_parameters(course: "Course") -> None:
+    """Every declared section is in course.yaml's `parameters` and valid; no other is there."""
+    declared = declared_parameters(course.root)
+    if not declared:
+        return
+    for section in course.parameters:
+        if section not in declared:
+            close = difflib.get_close_matches(section, list(declared), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise CourseError(f"{_at(_path('parameters', section))}no grader declares it "
+                              f"(declared: {', '.join(declared)}){hint}")
+    for section in declared:
+        course.parameter(section)
+
+
 # -- the course ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Course:
@@ -359,8 +396,6 @@ class Course:
     id: str = setting(help="the course's id")
     assignments: tuple[Assignment, ...] = setting(read=_assignments, what="a list of assignments",
                                                   help="the assignments, in order")
-    training: Training = setting(help="the trained-model check of 03-sorting")
-    regression: Regression = setting(help="the trained regressor check of 02-layers")
     tolerance: Tolerance = setting(help="numerics against the reference")
     limits: Limits = setting(help="time, memory and size limits of grading")
     sandbox: SandboxSettings = setting(help="how student code is isolated")
@@ -372,6 +407,10 @@ class Course:
     languages: tuple[str, ...] = setting(("en",), help="the languages of the course's editions")
     feedback: FeedbackOnSubmit = setting(factory=FeedbackOnSubmit,
                                          help="the hub's feedback on submit")
+    parameters: Mapping[str, Mapping] = setting(
+        factory=lambda: MappingProxyType({}), read=_parameter_sections,
+        what="a mapping of sections", help="the graders' own settings, one section each, as "
+        "the course's autograder/parameters.py declares them")
     # course.yaml as read, read-only at its top (for a test or a tool that writes a variant)
     raw: Mapping = field(repr=False, compare=False, default_factory=lambda: MappingProxyType({}))
 
@@ -411,6 +450,19 @@ class Course:
             raise CourseError(f"no limit {name!r} in {COURSE_FILE} (known: {', '.join(known)})")
         return float(getattr(self.limits, name))
 
+    def parameter(self, section: str):
+        """One section of course.yaml's `parameters`, read as the graders declare it
+        (autograder/parameters.py): a frozen dataclass of its settings."""
+        declared = declared_parameters(self.root)
+        if section not in declared:
+            raise CourseError(f"{_at(_path('parameters', section))}no grader declares it "
+                              f"(autograder/parameters.py declares: "
+                              f"{', '.join(declared) or 'nothing'})")
+        if section not in self.parameters:
+            raise CourseError(f"{_at(_path('parameters', section))}is missing")
+        cls = declared[section][0]
+        return cls(**read_mapping(cls, self.parameters[section], _path("parameters", section)))
+
     def forbidden_names(self) -> list[str]:
         allowed = set(self.rules.allowed)
         return [name for name in self.rules.forbidden if name not in allowed]
@@ -443,6 +495,7 @@ def parse_course(data: Mapping, root: Path) -> Course:
     if course.language not in course.languages:
         raise CourseError(f"{_at('language')}{course.language!r} is not among languages "
                           f"({', '.join(course.languages)})")
+    check_parameters(course)
     return course
 
 
