@@ -202,7 +202,8 @@ class Seq2SeqProbe(nn.Module):
 
     variant "mixed": logits depend on the whole prefix and the memory (a fixed random network);
     "bos": the same, with the BOS token always the most likely; "count": the next token is the
-    last token plus 3 (mod 10) and 0 after BOS, so reading any position but the last shows.
+    last token plus 3 (mod 10), so reading any position but the last shows, and after BOS a token
+    that the memory decides (a fixed random read of it), so that the answer depends on src.
     """
 
     def __init__(self, vocab_size: int, variant: str, seed: int, d: int = 16):
@@ -222,8 +223,9 @@ class Seq2SeqProbe(nn.Module):
         self.decode_calls += 1
         batch, steps = tgt_in.shape
         if self.variant == "count":
-            last = tgt_in.clamp(max=9)
-            following = torch.where(tgt_in >= 10, torch.zeros_like(tgt_in), (last + 3) % 10)
+            first = (memory.mean(dim=1) @ self.out[:, :10]).argmax(dim=-1, keepdim=True)
+            following = torch.where(tgt_in >= 10, first.expand(batch, steps),
+                                    (tgt_in.clamp(max=9) + 3) % 10)
             return nn.functional.one_hot(following, self.vocab_size).float() * 5.0
         h = self.tgt_table[tgt_in].cumsum(dim=1) / torch.arange(1, steps + 1).view(1, -1, 1)
         h = torch.tanh(h + memory.mean(dim=1, keepdim=True))

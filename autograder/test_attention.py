@@ -243,6 +243,17 @@ def test_mha_structure(ctx):
         raise Fail("{module} is the same module as {other}: each projection needs an nn.Linear "
                    "of its own (self.{module} = nn.Linear(d_model, d_model))",
                    module=module, other=other)
+    # A second valid size, 4 heads of d_k 3: a check of divisibility that refuses it, or a head
+    # count fixed in the code, shows here.
+    try:
+        other = ctx.new("MultiHeadAttention", D, 4)
+    except StudentError as error:
+        raise Fail("MultiHeadAttention(12, 4) could not be built ({kind}): 12 is a multiple of 4, "
+                   "so 4 heads of d_k = 3 are valid; check that d_model % num_heads == 0",
+                   kind=error.info.get("type") or "Error") from None
+    other.expect_parameters(expected, "MultiHeadAttention(12, 4) should have exactly four "
+                            "nn.Linear(12, 12) with bias named w_q, w_k, w_v, w_o (missing: "
+                            "{missing}; unexpected: {unexpected}; wrong shape: {wrong})")
 
 
 def test_mha_self(ctx):

@@ -13,12 +13,15 @@ import secrets
 
 import torch
 
+from tfcourse.sandbox.session import StudentError
 from tfcourse.submission.framework import Fail, as_tensor, close, dtype_kind, expect_kind, \
     expect_shape, expect_varies, first_match, parameter_shapes
 from tfcourse.submission.reference import recipe_source
 from . import standins
 
 BOS, V = 10, 11
+LAYERS_ACT = ("the encoder's and the decoder's layers must compute them (attention with the masks, "
+              "then the feed-forward block), as model.values checks")
 SMALL = dict(vocab_size=13, d_model=12, num_heads=3, num_layers=2, d_ff=20, dropout=0.2)
 
 
@@ -171,6 +174,18 @@ def test_model_embed(ctx):
              (table, "multiply by sqrt(d_model) and add the positional encoding")]
     hint = first_match(got, hints, ctx.atol, ctx.rtol)
     ctx.expect_close(got, expected, "embed(tokens [2, 9]) in eval mode", hint=hint)
+    # The model is built without max_len: the signature's default (64) must cover 64 tokens.
+    tokens = ctx.randint(0, 13, 1, 64)
+    try:
+        got = student.run(tokens, method="embed")
+    except StudentError as error:
+        raise Fail("embed(tokens [1, 64]) raised {kind} on a model built without max_len: the "
+                   "default max_len=64 must give positions for sequences of 64 tokens",
+                   kind=error.info.get("type") or "Error") from None
+    with torch.no_grad():
+        expected = reference.embed(tokens)
+    ctx.expect_close(got, expected, "embed(tokens [1, 64]) on a model built without max_len",
+                     hint="the positional encoding must cover max_len=64 positions by default")
 
 
 def test_model_values(ctx):
@@ -189,7 +204,7 @@ def test_model_values(ctx):
 
 def test_model_causal(ctx):
     ctx.seed(87)
-    _, student = _loaded(ctx, seed=88, strict=False)
+    reference, student = _loaded(ctx, seed=88, strict=False)
     src, tgt_in = ctx.randint(0, 13, 2, 7), ctx.randint(0, 13, 2, 6)
     before = expect_shape(student.run(src, tgt_in), (2, 6, 13), "the logits for tgt_in [2, 6]")
     if before.is_floating_point() and not torch.isfinite(before).all():
@@ -212,11 +227,17 @@ def test_model_causal(ctx):
             raise Fail("positions after {t} did not change when target token {t} changed: the "
                        "decoder's self-attention must let each position see the earlier ones",
                        t=position)
+    # Causal by construction (no position mixed with another, a running mean) is not the point:
+    # the logits must be the decoder layers' own, with the causal mask, as the reference gives.
+    with torch.no_grad():
+        expected = reference(src, tgt_in)
+    ctx.expect_close(before, expected, "the logits for tgt_in [2, 6] (with the reference's weights)",
+                     hint=LAYERS_ACT)
 
 
 def test_model_padding(ctx):
     ctx.seed(89)
-    _, student = _loaded(ctx, seed=90, strict=False)
+    reference, student = _loaded(ctx, seed=90, strict=False)
     src = ctx.randint(1, 13, 2, 7)
     src_mask = torch.zeros(2, 1, 1, 7, dtype=torch.bool)
     src_mask[0, ..., 5:] = True
@@ -247,6 +268,15 @@ def test_model_padding(ctx):
     if not close(a, b, ctx.atol, ctx.rtol):
         raise Fail("changing masked memory positions changed the logits: decode must pass "
                    "memory_mask to every decoder layer")
+    # Masked by construction (a masked mean instead of attention) is not the point: the memory and
+    # the logits must be the layers' own, with the masks, as the reference gives.
+    with torch.no_grad():
+        expected_memory = reference.encode(src, src_mask)
+        expected_logits = reference.decode(tgt_in, memory, src_mask)
+    ctx.expect_close(first, expected_memory, "encode(src [2, 7], src_mask) (with the reference's "
+                     "weights)", hint=LAYERS_ACT)
+    ctx.expect_close(a, expected_logits, "decode(tgt_in [2, 4], memory, memory_mask) (with the "
+                     "reference's weights)", hint=LAYERS_ACT)
 
 
 # -- schedule and teacher forcing --------------------------------------------------------------
@@ -287,9 +317,9 @@ def test_teacher_shift(ctx):
     ctx.seed(91)
     for bos in (BOS, 0):
         y = ctx.randint(1, 10, 3, 6)
-        got = as_tensor(ctx.call("shift_right", y, bos), "shift_right")
+        got = expect_kind(ctx.call("shift_right", y, bos), "integer", "shift_right(y [3, 6], bos)")
         expected = ctx.ref["shift_right"](y, bos)
-        if torch.equal(got, y):
+        if torch.equal(got.long(), y):
             raise Fail("shift_right returned y unchanged: the decoder's input is BOS followed by "
                        "y without its last token")
         expect_shape(got, tuple(expected.shape), "shift_right(y [3, 6], bos)")
@@ -350,20 +380,32 @@ def test_greedy_no_bos(ctx):
 
 
 def test_greedy_last_position(ctx):
+    """On the "count" stand-in, whose first token the memory decides: two sources, each answer
+    the reference's (an answer that does not depend on src cannot be both)."""
     ctx.seed(102)
-    src = ctx.randint(0, 10, 3, 7)
-    _, got, expected = _greedy(ctx, "count", src)
-    if not _same(got, expected, "greedy_decode on src [3, 7]"):
-        raise Fail("on a model whose next token is the last token plus 3, greedy_decode wrote "
-                   "{got} instead of {expected}: read the logits of the last position only",
-                   got=as_tensor(got, "")[0].tolist(), expected=expected[0].tolist())
+    answers = []
+    for _ in range(2):
+        src = ctx.randint(0, 10, 3, 7)
+        _, got, expected = _greedy(ctx, "count", src)
+        answers.append((_tokens(got, tuple(expected.shape), "greedy_decode on src [3, 7]").long(),
+                        expected))
+    (first, first_expected), (second, second_expected) = answers
+    if torch.equal(first, second) and (first == first[:1]).all() and not torch.equal(
+            first_expected, second_expected):
+        raise Fail("greedy_decode wrote the same tokens for every source: the tokens must come "
+                   "from model.decode, with the memory that model.encode gives for src")
+    for got, expected in answers:
+        if not torch.equal(got, expected):
+            raise Fail("on a model whose next token is the last token plus 3, greedy_decode "
+                       "wrote {got} instead of {expected}: read the logits of the last position "
+                       "only", got=got[0].tolist(), expected=expected[0].tolist())
 
 
 def test_greedy_encoder_once(ctx):
     ctx.seed(103)
     src = ctx.randint(0, 10, 3, 8)
     counts, got, expected = _greedy(ctx, "mixed", src)
-    _tokens(got, tuple(expected.shape), "greedy_decode on src [3, 8]")
+    got = _tokens(got, tuple(expected.shape), "greedy_decode on src [3, 8]")
     if counts["encode"] != 1:
         raise Fail("greedy_decode ran the encoder {n} times for one call: run model.encode once "
                    "and reuse the memory", n=counts["encode"])
@@ -372,6 +414,27 @@ def test_greedy_encoder_once(ctx):
         raise Fail("greedy_decode called model.decode {n} times to write {length} tokens: decode "
                    "once per token written, with the tokens chosen so far", n=counts["decode"],
                    length=length)
+    written = _decoded(counts["decoded"], src.shape[0])
+    if not torch.equal(got.long(), written[:, :length]):
+        raise Fail("greedy_decode did not return the tokens its decoding chose: return the "
+                   "argmax of each step, in order, without BOS")
+
+
+def _decoded(calls, batch: int) -> torch.Tensor:
+    """The tokens chosen by the decode calls (recorded here, with the logits answered), after
+    checking that each call's input is BOS then the tokens chosen so far: each call's is the
+    previous one with the argmax (other than BOS) of its last position's logits appended."""
+    prefix = torch.full((batch, 1), BOS, dtype=torch.long)
+    for number, (tokens, logits) in enumerate(calls, start=1):
+        if not torch.equal(tokens, prefix):
+            raise Fail("decode call {n} got tgt_in {got} (first row) instead of BOS and the "
+                       "tokens chosen so far, {expected}: each step decodes the previous input "
+                       "with the argmax of its last position appended", n=number,
+                       got=tokens[0, :12].tolist(), expected=prefix[0].tolist())
+        scores = logits[:, -1].clone()
+        scores[:, BOS] = -math.inf
+        prefix = torch.cat([prefix, scores.argmax(dim=-1, keepdim=True)], dim=1)
+    return prefix[:, 1:]
 
 
 def test_greedy_reference(ctx):

@@ -110,10 +110,12 @@ def submit(made: dict[str, Path], inbound: Path, student: str, assignment: str, 
     return key
 
 
-def start(state: Path, exchange: Path, jobs: int, log: Path, account) -> subprocess.Popen:
+def start(state: Path, exchange: Path, jobs: int, log: Path, account, skip=()
+          ) -> subprocess.Popen:
     command = [sys.executable, "-m", "tfcourse", "--course", str(ROOT),
                "feedback-service", "--exchange", str(exchange), "--state", str(state),
-               "--no-page", "--poll", "1", "--trust-names", "--jobs", str(jobs)]
+               "--no-page", "--poll", "1", "--trust-names", "--jobs", str(jobs),
+               *(["--skip", *skip] if skip else [])]
     return subprocess.Popen(command, stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=ROOT,
                             preexec_fn=account.enter if account else None)
 
@@ -129,14 +131,15 @@ def records(state: Path) -> tuple[dict[str, dict], list[str]]:
 
 
 def fill(folder: Path) -> Path:
+    """Fill the disk of `folder` (already full: a file of nothing)."""
     filler = folder / "filler"
-    with open(filler, "wb") as stream:
-        try:
+    try:
+        with open(filler, "wb") as stream:
             while True:
                 stream.write(b"\0" * 65536)
                 stream.flush()
-        except OSError:
-            pass
+    except OSError:
+        pass
     return filler
 
 
@@ -147,10 +150,8 @@ def percentile(values: list[float], share: float) -> float:
 
 def started_at(log: str) -> list[float]:
     """When each service process began watching (the log's times are local)."""
-    import datetime
-
-    return [datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
-            for stamp in re.findall(r"^(\S+ \S+) tfcourse\.feedback watching ", log, re.M)]
+    return [stamp(when)
+            for when in re.findall(r"^(\S+ \S+) tfcourse\.feedback watching ", log, re.M)]
 
 
 def estimate_errors(records: list[dict]) -> dict:
@@ -164,8 +165,38 @@ def estimate_errors(records: list[dict]) -> dict:
             "within_25": round(sum(e <= 0.25 for e in errors) / len(errors), 3)}
 
 
+def stamp(text: str) -> float:
+    """A time of the service's log (local time) as seconds since the epoch."""
+    import datetime
+
+    return datetime.datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def occupancy(log: str, kills: list[float]) -> dict[str, list[tuple[float, float]]]:
+    """When each submission held a job slot, from the service's log: from "grading" to its
+    result, or to the kill that ended that service process."""
+    spans: dict[str, list[tuple[float, float]]] = {}
+    lines = re.findall(r"^(\S+ \S+) tfcourse\.feedback (.+?): (grading \(attempt|\S+ / \S+ in )",
+                       log, re.M)
+    begun: dict[str, float] = {}
+    for when, key, what in lines:
+        at = stamp(when)
+        if what.startswith("grading"):
+            if key in begun:                    # graded again after a restart: the kill ended it
+                spans.setdefault(key, []).append((begun[key], at))
+            begun[key] = at
+        elif key in begun:
+            spans.setdefault(key, []).append((begun.pop(key), at))
+    for key, at in begun.items():               # still grading when a kill came
+        end = min([k for k in kills if k > at] or [at])
+        spans.setdefault(key, []).append((at, end))
+    for key in spans:                           # a kill ends what it interrupted
+        spans[key] = [(b, min([e] + [k for k in kills if b < k < e])) for b, e in spans[key]]
+    return spans
+
+
 def analyse(found: dict, sent: dict[str, float], log: str, jobs: int, cpu: float,
-            windows: list[tuple[float, float]]) -> dict:
+            windows: list[tuple[float, float]], kills: list[float]) -> dict:
     graded = {k: r for k, r in found.items() if r["status"] in ("graded", "failed")
               and r.get("graded_at")}
     waits = [r["graded_at"] - sent[k] for k, r in graded.items() if k in sent]
@@ -180,17 +211,31 @@ def analyse(found: dict, sent: dict[str, float], log: str, jobs: int, cpu: float
                           - max(starts[o], r["received"]))
                       for o in repeats if graded[o]["student"] != r["student"])
         behind = max(behind, overlap / jobs)
+    busy = occupancy(log, kills)
     idle = idle_clear = 0.0         # slot-seconds idle while a submission waited
+    where = {"one student at a time": 0.0, "fault: a kill until the restart, or disk full": 0.0,
+             "other": 0.0}
     if graded:
-        t, end = min(r["received"] for r in graded.values()), max(starts.values())
+        t, end = min(r["received"] for r in graded.values()), max(r["graded_at"]
+                                                                   for r in graded.values())
         while t < end:
-            waiting = sum(r["received"] <= t < starts[k] for k, r in graded.items())
-            running = sum(starts[k] <= t < r["graded_at"] for k, r in graded.items())
-            lost = 0.5 * max(0, min(jobs, running + waiting) - running)
+            running = {k for k, spans in busy.items() if any(b <= t < e for b, e in spans)}
+            students = {found[k]["student"] for k in running if k in found}
+            waiting = [r["student"] for k, r in graded.items()
+                       if r["received"] <= t < r["graded_at"] and k not in running]
+            lost = 0.5 * max(0, min(jobs, len(running) + len(waiting)) - len(running))
+            free = 0.5 * max(0, min(jobs, len(running) + len(set(waiting) - students))
+                             - len(running))
             idle += lost
-            if not any(begin <= t < until for begin, until in windows):
+            where["one student at a time"] += lost - free
+            if any(begin <= t < until for begin, until in windows):
+                where["fault: a kill until the restart, or disk full"] += free
+            else:
                 idle_clear += lost
+                where["other"] += free
             t += 0.5
+    lost_to_kills = sum(e - b for spans in busy.values() for b, e in spans
+                        if any(b < k <= e for k in kills))
     clear = [r for r in graded.values()
              if not any(r["received"] < end and begin < r["graded_at"] for begin, end in windows)]
     logged = re.findall(r"tfcourse\.feedback (.+?): \S+ / \S+ in [\d.]+ s$", log, re.M)
@@ -207,6 +252,8 @@ def analyse(found: dict, sent: dict[str, float], log: str, jobs: int, cpu: float
         "wait_worst": round(max(waits), 1) if waits else None,
         "behind_repeats_worst": round(behind, 1),
         "idle_slot_seconds": idle, "idle_slot_seconds_clear_of_faults": idle_clear,
+        "idle_slot_seconds_by_cause": where,
+        "slot_seconds_lost_to_kills": round(lost_to_kills, 1),
         "estimate_error_all": estimate_errors(list(graded.values())),
         "estimate_error_clear_of_faults": estimate_errors(clear),
         "grading_seconds_median": round(statistics.median(
@@ -224,6 +271,10 @@ def main() -> int:
     parser.add_argument("--fill", type=float, default=0,
                         help="seconds the state folder's disk stays full, mid-rush")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--state-mb", type=int, default=64,
+                        help="size of the state folder's tmpfs (03-sorting's notebooks: 512)")
+    parser.add_argument("--skip", nargs="*", default=[],
+                        help="checks the service does not grade (its --skip)")
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--json", type=Path, help="write the figures here too")
     options = parser.parse_args()
@@ -233,7 +284,8 @@ def main() -> int:
     (exchange / INBOUND).mkdir(parents=True)
     os.chmod(exchange / INBOUND, 0o733)
     state.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs",
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={options.state_mb}m,mode=0700",
+                              "tmpfs",
                               str(state)], capture_output=True).returncode == 0
     if options.fill and not mounted:
         print("rush: --fill needs a tmpfs for the state folder (root)", file=sys.stderr)
@@ -247,7 +299,8 @@ def main() -> int:
     notes: list[str] = []
     windows: list[tuple[float, float]] = []     # (begin, end) of each fault, by the clock
     sent: dict[str, float] = {}
-    service = start(state, exchange, options.jobs, log, account)
+    kills_at: list[float] = []
+    service = start(state, exchange, options.jobs, log, account, options.skip)
     began = time.monotonic()
     try:
         for index, (when, student, kind) in enumerate(events):
@@ -257,18 +310,19 @@ def main() -> int:
             if index in kills:
                 time.sleep(3)
                 windows.append((time.time(), 0.0))
+                kills_at.append(time.time())
                 service.send_signal(signal.SIGKILL)
                 service.wait()
                 notes.append(f"SIGKILL after {index + 1} submissions, at "
                              f"{time.monotonic() - began:.0f} s; restarted")
-                service = start(state, exchange, options.jobs, log, account)
+                service = start(state, exchange, options.jobs, log, account, options.skip)
             if index == fill_at:
                 filler = fill(state)
                 windows.append((time.time(), time.time() + options.fill))
                 time.sleep(options.fill)
                 said = [line for line in log.read_text().splitlines()
                         if "cannot be written" in line]
-                filler.unlink()
+                filler.unlink(missing_ok=True)
                 notes.append(f"state disk full for {options.fill:g} s at "
                              f"{time.monotonic() - began:.0f} s; the log said: "
                              f"{said[0].split('feedback ', 1)[-1][:160] if said else 'nothing'}")
@@ -291,14 +345,16 @@ def main() -> int:
     starts = started_at(text)
     windows = [(begin, end or next((t for t in starts if t > begin), time.time()))
                for begin, end in windows]
-    figures = analyse(found, sent, text, options.jobs, cpu, windows)
+    figures = analyse(found, sent, text, options.jobs, cpu, windows, kills_at)
     figures.update(assignment=options.assignment, students=options.students,
-                   minutes=options.minutes, jobs=options.jobs, unreadable_records=unreadable,
+                   minutes=options.minutes, jobs=options.jobs, skip=options.skip,
+                   unreadable_records=unreadable,
                    forged=sorted(str(p) for p in state.rglob("forged.json")), faults=notes,
                    wall_seconds=round(time.monotonic() - began), load=os.getloadavg())
     print(json.dumps(figures, indent=1))
     if options.json:
         options.json.write_text(json.dumps(figures, indent=1))
+        shutil.copy(log, options.json.with_suffix(".log"))       # the service's own words
     if account:
         account.close()
     if mounted:

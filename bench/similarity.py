@@ -130,7 +130,7 @@ def mixed_class(folder: Path, students: int, seed: int) -> None:
 
 def measure(course, folder: Path, out: Path, threshold: float):
     cpu, wall = time.process_time(), time.perf_counter()
-    _, pairs = similarity.run(course, [folder], out, assignment=ASSIGNMENT, threshold=threshold)
+    _, pairs, _ = similarity.run(course, [folder], out, assignment=ASSIGNMENT, threshold=threshold)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return pairs, f"{cpu:.1f} CPU s, {wall:.1f} s wall, peak RSS of the process {peak:.0f} MB"

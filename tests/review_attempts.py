@@ -483,12 +483,17 @@ RESULTS = {
                        "harness (channel, standins, worker, zygote) and the i18n module only",
     "ffn_exits_process": "defended: ffn.values lost ('your code ended the grading process'), "
                          "every other check graded, the batch went on",
-    "greedy_constant_count": "WON greedy.last_position with a constant answer",
-    "greedy_decodes_garbage": "WON greedy.encoder_once without decoding",
+    "greedy_constant_count": "WON greedy.last_position with a constant answer; defended after "
+                             "(sorting branch): the count stand-in's first token comes from the "
+                             "memory, and last_position says 'the same tokens for every source'",
+    "greedy_decodes_garbage": "WON greedy.encoder_once without decoding; defended after: decode "
+                              "call 2 got [BOS] instead of BOS and the token chosen",
     "shift_float_tokens": "WON teacher.shift with float ids; with training, trained.accuracy "
-                          "lost with a message that blames cell model-code (the embedding)",
+                          "lost with a message that blames cell model-code (the embedding); "
+                          "defended after: teacher.shift says 'an integer tensor, not float32'",
     "model_causal_padding_without_layers": "WON model.causal and model.padding with no layer; "
-                                           "lost model.values only",
+                                           "lost model.values only; defended after: both compare "
+                                           "with the reference model, and lose",
     "model_tied_weight_data": "defended: model.tied lost, message names .data",
     "encoder_zeroes_masked_inputs": "realistic bug: lost encoder.mask only, but the message says "
                                     "only 'not the expected values' (no cause); after issue 23: "

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tfcourse import notebook
-from tfcourse.build.release import _compare_trees, check
+from tfcourse.build.release import _compare_trees, check, failed_cells
 
 from conftest import NOTEBOOK_OF, ROOT
 
@@ -19,6 +19,31 @@ BIN = os.path.dirname(sys.executable)
 @pytest.mark.slow
 def test_everything_built_is_up_to_date(course):
     assert check(course) == []
+
+
+def test_the_committed_solutions_pass_their_own_checks():
+    """A solution notebook whose check failed when it was built (a time limit hit on a busy
+    machine) must not be committed: `build` refuses it and `build --check` lists it."""
+    assert failed_cells(ROOT / "solutions", "solutions") == []
+
+
+def test_a_solution_that_fails_its_check_is_named(tmp_path):
+    nb = {"cells": [
+        {"cell_type": "code", "source": "check.sdpa(f)", "metadata": {}, "outputs": [
+            {"output_type": "stream", "name": "stdout", "text": "✓ shapes\n"}]},
+        {"cell_type": "code", "source": "check.trained(g)",
+         "metadata": {"nbgrader": {"grade_id": "trained"}}, "outputs": [
+             {"output_type": "error", "ename": "ChecksFailed", "evalue": "no points for trained",
+              "traceback": ["✗ accuracy (0/6): took longer than 240 s"]}]}],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "03-sorting").mkdir()
+    (tmp_path / "03-sorting" / "sorting.ipynb").write_text(json.dumps(nb))
+    (line,) = failed_cells(tmp_path, "solutions")
+    assert line.startswith("solutions/03-sorting/sorting.ipynb, cell trained: the solution fails")
+    assert "took longer than 240 s" in line and "ChecksFailed" in line
+    nb["cells"].pop()
+    (tmp_path / "03-sorting" / "sorting.ipynb").write_text(json.dumps(nb))
+    assert failed_cells(tmp_path, "solutions") == []
 
 
 def released(assignment):

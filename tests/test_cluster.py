@@ -32,11 +32,12 @@ import pytest
 from catalogue import attention
 from conftest import ROOT, make_submission, replace_in, solution_cells
 
-from tfcourse.batch import cluster, runner
+from tfcourse.batch import child, cluster, runner
 from tfcourse.submission.report import Note, NotebookReport, SubmissionReport, TestResult
 from tfcourse.batch.results import say
-from tfcourse.submission.files import find_notebooks, kind_inside, load_program, \
-    split_submission
+from tfcourse.submission.files import kind_inside, split_submission
+from tfcourse.submission.finding import find_notebooks
+from tfcourse.submission.notebooks import load_program
 
 A = "01-attention"
 NOTEBOOK = "attention.ipynb"
@@ -219,9 +220,9 @@ def test_a_workers_answer_is_checked_before_it_becomes_a_report():
 def test_the_fingerprint_holds_python_and_torch(course, monkeypatch):
     """A torch upgrade changes a trained model's floats: results are graded again, and a worker
     with another torch refuses."""
-    before = runner.grader_version(course)
-    monkeypatch.setattr(runner, "runtime_versions", lambda: "Python 3.11.7, torch 9.9")
-    assert runner.grader_version(course) != before
+    before = child.grader_version(course)
+    monkeypatch.setattr(child, "runtime_versions", lambda: "Python 3.11.7, torch 9.9")
+    assert child.grader_version(course) != before
 
 
 def test_a_worker_with_another_course_or_none_refuses(course, tmp_path, monkeypatch):
@@ -231,11 +232,11 @@ def test_a_worker_with_another_course_or_none_refuses(course, tmp_path, monkeypa
     monkeypatch.setenv(cluster.COURSE_VARIABLE, str(ROOT))
     refused = json.loads(cluster.grade_task(payload))["refused"]
     assert "another course or tfcourse" in refused and "0" * 16 in refused
-    assert runner.grader_version(course) in refused
+    assert child.grader_version(course) in refused
     assert "it has Python" not in refused           # the same Python and torch: not named
     payload["runtime"] = "Python 3.0.0, torch 0.1"      # a client with others: both are named
     refused = json.loads(cluster.grade_task(payload))["refused"]
-    assert f"it has {runner.runtime_versions()}, the client Python 3.0.0, torch 0.1" in refused
+    assert f"it has {child.runtime_versions()}, the client Python 3.0.0, torch 0.1" in refused
     monkeypatch.setenv(cluster.COURSE_VARIABLE, str(tmp_path))
     refused = json.loads(cluster.grade_task(payload))["refused"]
     assert "course.yaml" in refused and cluster.COURSE_VARIABLE in refused
@@ -249,7 +250,7 @@ def test_a_worker_without_bubblewrap_refuses_whatever_course_yaml_accepts(course
 
     student(tmp_path / "alice")
     payload = {"submission": cluster.pack(course, tmp_path / "alice", None, None),
-               "version": runner.grader_version(course), "threads": 1, "assignment": None,
+               "version": child.grader_version(course), "threads": 1, "assignment": None,
                "skip": []}
     monkeypatch.setenv(cluster.COURSE_VARIABLE, str(ROOT))
     monkeypatch.setattr(cluster, "_isolation", lambda root: Isolation(
@@ -341,11 +342,19 @@ class Cluster:
                                 start_new_session=True)
 
     def graders(self, nanny: subprocess.Popen) -> list[int]:
-        """The grader processes running under one worker now."""
+        """The grading processes running under one worker now: its graders, or the fork server
+        that forks them (a forked grader's command line is the server's)."""
         from tfcourse.sandbox.launch import descendants
 
-        return [pid for pid in descendants(nanny.pid) if b"tfcourse.submission" in
-                Path(f"/proc/{pid}/cmdline").read_bytes()] if nanny.poll() is None else []
+        found = []
+        for pid in descendants(nanny.pid) if nanny.poll() is None else []:
+            try:
+                line = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:             # gone before its command line was read
+                continue
+            if b"tfcourse.submission" in line or b"tfcourse.batch.forkserver" in line:
+                found.append(pid)
+        return found
 
     def close(self) -> None:
         self.client.close()

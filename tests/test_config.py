@@ -297,3 +297,26 @@ def test_the_sandbox_page_quotes_the_grader_limit_of_course_yaml(course):
     value = course.limits.grader_memory_mb
     assert f"`limits.grader_memory_mb` ({value} by" in page
     assert f"used more than {value} MB of memory\n(limits.grader_memory_mb)" in page
+
+
+def test_the_settings_page_is_generated_from_the_schema_and_current():
+    """docs/course-yaml.md is `tfcourse config --markdown`: each setting's meaning is written
+    where the setting is defined (course.py's setting(help=...)), and the page follows it."""
+    from tfcourse import config
+
+    assert (ROOT / config.DOC).read_text(encoding="utf-8") == config.markdown(), (
+        "docs/course-yaml.md is stale: run `tfcourse config --markdown > docs/course-yaml.md`")
+
+
+def test_every_setting_says_what_it_means_and_config_prints_it(capsys):
+    from tfcourse import config
+    from tfcourse.cli import main
+
+    missing = [item["key"] for item in config.settings() if not item["help"]]
+    assert not missing, f"settings without help= in course.py: {missing}"
+    assert main(["config", "limits.memory_mb"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("limits.memory_mb: MB for the student's processes")
+    assert "default: 3072" in printed and "range: > 0" in printed
+    assert main(["config", "limits.memroy_mb"]) == 2
+    assert "no setting of course.yaml" in capsys.readouterr().err

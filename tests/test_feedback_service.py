@@ -748,10 +748,10 @@ def _records(state: Path) -> dict[str, dict]:
     return found
 
 
-def _start(state: Path, exchange: Path, log: Path) -> subprocess.Popen:
+def _start(state: Path, exchange: Path, log: Path, *more: str) -> subprocess.Popen:
     command = [sys.executable, "-m", "tfcourse", "--course", str(ROOT), "feedback-service",
                "--exchange", str(exchange), "--state", str(state), "--no-page", "--poll", "0.2",
-               "--trust-names", "--jobs", "1"]
+               "--trust-names", *(more or ["--jobs", "1"])]
     return subprocess.Popen(command, stdout=log.open("ab"), stderr=subprocess.STDOUT)
 
 
@@ -839,6 +839,77 @@ def test_the_service_killed_mid_queue_grades_everything_once_after_a_restart(tmp
     assert by_student["alice"] == by_student["eve"] == full and by_student["bob"] < full
 
 
+def _exchange_with(tmp_path: Path, students: dict[str, dict]) -> Path:
+    """The exchange, with one submission of 01-attention for each student (their answers)."""
+    exchange = tmp_path / "exchange"
+    for number, (student, answers) in enumerate(students.items()):
+        made = make_submission(tmp_path / "made" / student, "01-attention", answers)
+        folder = exchange / "tfcourse" / "inbound" / \
+            f"{student}+01-attention+2026-12-01 10:0{number}:00.000000 UTC+r{number}"
+        shutil.copytree(made, folder)                   # as nbgrader submit leaves it
+        (folder / "timestamp.txt").write_text("2026-12-01 10:00:00.000000 UTC")
+        os.chmod(folder, 0o777)
+    os.chmod(folder.parent, 0o733)
+    return exchange
+
+
+def graders(dask, nanny) -> list[int]:
+    """The grading processes under a Dask worker now: its graders, or the fork server that forks
+    them (a forked grader's command line is the server's)."""
+    from tfcourse.sandbox.launch import descendants
+
+    found = []
+    for pid in descendants(nanny.pid) if nanny.poll() is None else []:
+        try:
+            line = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:                 # gone before its command line was read
+            continue
+        if b"tfcourse.submission" in line or b"tfcourse.batch.forkserver" in line:
+            found.append(pid)
+    return found
+
+
+@pytest.mark.slow
+def test_the_service_grades_on_a_cluster_and_a_worker_killed_mid_rush_loses_nothing(tmp_path):
+    """`--scheduler`: a real Dask scheduler and two workers; the first is killed (its nanny
+    too, for good) while it grades. Every submission is graded exactly once, with its scores,
+    recorded as the service records any grading (fair use and pages read those records)."""
+    pytest.importorskip("distributed")
+    from test_cluster import Cluster, with_group
+
+    bug = replace_in(solution_cells("01-attention")["mha-code"], "return self.w_o(out)",
+                     "return out")
+    exchange = _exchange_with(tmp_path, {"alice": {}, "bob": {"mha-code": bug}, "carol": {}})
+    state, log = tmp_path / "state", tmp_path / "service.log"
+    (tmp_path / "dask").mkdir()
+    dask = Cluster(tmp_path / "dask")
+    service = None
+    try:
+        service = _start(state, exchange, log, "--scheduler", dask.address)
+        victim = dask.nannies[0]
+        _wait(lambda: graders(dask, victim), 120, "a grading started on the first worker", log)
+        with_group(victim, signal.SIGKILL)              # the nanny and its worker, for good
+        victim.wait(10)
+        records = _wait(lambda: (lambda r: r if len(r) == 3 and all(
+            x["status"] == GRADED for x in r.values()) else None)(_records(state)), 300,
+            "all three graded", log)
+    finally:
+        if service is not None:
+            service.send_signal(signal.SIGTERM)
+            service.wait(30)
+        dask.close()
+    said = log.read_text()
+    for key in records:                                 # each graded once: one result each
+        assert said.count(f"{key}: queued") == 1 and said.count(f"{key}: ") == 3, key
+        assert said.count(f"{key}: grading (attempt 1)") == 1, key
+    assert {r["attempts"] for r in records.values()} == {1}
+    assert sorted(p.name for p in (state / "results").iterdir()) == sorted(records)
+    full = load_course(ROOT).assignment("01-attention").points
+    scored = {r["student"]: r["score"] for r in records.values()}
+    assert scored["alice"] == scored["carol"] == full and scored["bob"] < full
+    assert "watching" in said and "Traceback" not in said
+
+
 def test_the_guide_quotes_course_yaml(course):
     """docs/jupyterhub.md's fair-use example is course.yaml's own `feedback` section, and its
     numbers are the service's."""
@@ -854,3 +925,78 @@ def test_the_guide_quotes_course_yaml(course):
     assert f"fair use allows {feedback.per_hour} gradings an hour and {feedback.per_day} a day" \
         in strip(text)
     assert f"more than {FLOOD} folders in a day" in strip(text)
+
+
+def test_a_notebook_too_costly_to_strip_is_copied_for_the_grader_to_refuse(course, tmp_path,
+                                                                          monkeypatch):
+    """Millions of tiny strings take strip_outputs minutes (submission.strippable): the service
+    stalled on such a notebook while it copied it. It copies it unstripped (within the file
+    limit), and the grader, which checks before stripping, says why nothing was graded."""
+    import dataclasses
+
+    from tfcourse.submission import files as submission
+    from tfcourse.hub import inbox
+
+    monkeypatch.setattr(submission, "STRIP_TOKENS", 1000)       # as 20 million, made cheap
+    monkeypatch.setattr(inbox, "strip_outputs", lambda data: pytest.fail("stripped"))
+    small = dataclasses.replace(course, limits=dataclasses.replace(course.limits,
+                                                                   notebook_mb=0.01))
+    costly = b'{"cells": [], "x": [' + b'"",' * 5000 + b'""]}'
+    folder = submit(tmp_path / "exchange", "alice", notebook=costly)
+    feedback = service(small, tmp_path)
+    feedback.scan()
+    copied = feedback.ledger.snapshot_folder(folder.name) / "attention.ipynb"
+    assert copied.read_bytes() == costly
+    parsed, notes = submission.parse_notebook(costly, "attention.ipynb", 0.01)
+    assert parsed is None and "more than" in notes[0].template
+
+
+def test_checks_skipped_on_submit_reach_the_grader(course, tmp_path, monkeypatch):
+    """`feedback-service --skip trained.accuracy`: the check is not graded (its training is too
+    long for the hub's machine), and the student's results say it was skipped."""
+    from tfcourse.batch.runner import zero_report
+    from tfcourse.hub import service as module
+
+    asked = []
+
+    def grader(course, folder, assignment, threads, skip, hide, within=None):
+        asked.append(skip)
+        return zero_report(course, assignment, folder.name, "wrong", skip=skip)
+
+    monkeypatch.setattr(module, "grade_in_child", grader)
+    submit(tmp_path / "exchange", "alice", "03-sorting")
+    feedback = Service(course, tmp_path / "exchange", tmp_path / "state", clock=Clock(),
+                       trust_names=True, skip=["trained.accuracy"])
+    feedback.scan()
+    key = grade_next(feedback)
+    assert asked == [["trained.accuracy"]]
+    tests = {t["name"]: t for t in feedback.ledger.results(key)["tests"]}
+    skipped = [name for name, t in tests.items() if "skipped" in t.get("output", "")]
+    assert skipped == ["Transformer, noam_rate, shift_right: accuracy"]
+
+
+def test_each_job_slot_warms_its_zygote_and_fork_server_as_it_starts(course, tmp_path,
+                                                                     monkeypatch):
+    """A restarted service's slots stood idle while their first grading started the zygote and
+    the fork server (25-30 s under load): each slot starts both as it starts, in its own thread
+    (where its gradings will find them)."""
+    from tfcourse.batch import forkserver
+    from tfcourse.sandbox import forked
+
+    started = []
+    monkeypatch.setattr(forked, "zygote_for", lambda course, threads: started.append(
+        ("zygote", threading.current_thread().name)))
+    monkeypatch.setattr(forkserver, "warm", lambda cwd, env: started.append(
+        ("fork server", threading.current_thread().name)))
+    monkeypatch.setattr(forkserver, "enabled", lambda: True)
+    feedback = Service(course, tmp_path / "exchange", tmp_path / "state", clock=Clock(),
+                       jobs=2, poll=0.05)
+    feedback.start()
+    try:
+        deadline = time.monotonic() + 30
+        while len(started) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        feedback.stop()
+    assert sorted(started) == [("fork server", "grader-0"), ("fork server", "grader-1"),
+                               ("zygote", "grader-0"), ("zygote", "grader-1")]

@@ -60,7 +60,7 @@ def test_a_grader_over_its_memory_limit_is_stopped_and_says_so(course, monkeypat
     import dataclasses
     import sys
 
-    from tfcourse.batch import runner
+    from tfcourse.batch import child
     from tfcourse.sandbox.limits import Cgroup, Limits
 
     probe = Cgroup.create(Limits(64, 0, 16))
@@ -69,13 +69,13 @@ def test_a_grader_over_its_memory_limit_is_stopped_and_says_so(course, monkeypat
     probe.remove()
     greedy = [sys.executable, "-c",        # once moved into its cgroup, 300 MB
               "import time; time.sleep(1); held = bytearray(300 << 20); time.sleep(30)"]
-    started = runner.GRADERS.start
-    monkeypatch.setattr(runner.GRADERS, "fork", lambda *args, **kwargs: None)
-    monkeypatch.setattr(runner.GRADERS, "start",
+    started = child.GRADERS.start
+    monkeypatch.setattr(child.GRADERS, "fork", lambda *args, **kwargs: None)
+    monkeypatch.setattr(child.GRADERS, "start",
                         lambda command, **options: started(greedy, **options))
     small = dataclasses.replace(course, limits=dataclasses.replace(course.limits,
                                                                     grader_memory_mb=100))
-    report = runner.grade_in_child(small, ROOT / "solutions" / "01-attention", None, 1, [], [])
+    report = child.grade_in_child(small, ROOT / "solutions" / "01-attention", None, 1, [], [])
     assert "used more than 100 MB of memory (limits.grader_memory_mb)" in report.error
     assert len(report.tests) == 10 and not any(test.points for test in report.tests)
     monkeypatch.undo()
@@ -86,6 +86,6 @@ def test_a_grader_over_its_memory_limit_is_stopped_and_says_so(course, monkeypat
                              edit=lambda nb: nb.cells.insert(3, hog))
     roomy = dataclasses.replace(course, limits=dataclasses.replace(course.limits,
                                                                     grader_memory_mb=300))
-    report = runner.grade_in_child(roomy, folder, None, 1, [], [])
+    report = child.grade_in_child(roomy, folder, None, 1, [], [])
     assert report.error is None and sum(test.points for test in report.tests) == 14
     assert report.notebooks[0].peak_memory_mb > 400

@@ -29,13 +29,13 @@ import pytest
 
 from conftest import ROOT, make_submission
 
-from tfcourse.batch import runner
+from tfcourse.batch import child, runner
 from tfcourse.submission.report import Note, SubmissionReport
 from tfcourse.batch.results import write_atomically, write_results
 from tfcourse.batch.runner import fingerprint, grade_many, survey, table
 from tfcourse.sandbox import channel
-from tfcourse.submission.files import (build_program, find_notebooks, load_program, parse_notebook,
-                                       read_notebook)
+from tfcourse.submission.finding import find_notebooks
+from tfcourse.submission.notebooks import build_program, load_program, parse_notebook, read_notebook
 from tfcourse import notebook
 
 A = "01-attention"
@@ -180,7 +180,7 @@ def test_a_folder_swapped_for_a_link_after_it_was_listed_is_not_followed(course,
 
 
 def test_a_submission_that_is_a_link_is_refused_with_every_check(course, tmp_path, untouched):
-    from tfcourse.submission.__main__ import refused_root
+    from tfcourse.submission.failures import refused_root
 
     (tmp_path / "class").mkdir()
     (tmp_path / "class" / "carol").symlink_to(SOLUTION.parent)
@@ -321,15 +321,15 @@ def test_nothing_to_grade_is_said_and_shown(course, tmp_path, capsys):
 def test_a_failed_grader_leaves_every_check_of_the_assignment(course, tmp_path, monkeypatch,
                                                              untouched):
     folder = student(tmp_path / "class" / "alice")
-    monkeypatch.setattr(runner.sys, "executable", "/bin/false")     # a grader that fails at once
+    monkeypatch.setattr(child.sys, "executable", "/bin/false")     # a grader that fails at once
     monkeypatch.setenv("TFCOURSE_FORK_SERVER", "0")   # (a running fork server has its python)
-    report = runner.grade_in_child(course, folder, None, 1, [], [], tmp_path / "class")
+    report = child.grade_in_child(course, folder, None, 1, [], [], tmp_path / "class")
     results = write_results(course, report, tmp_path / "graded" / "alice", "en")
     assert results["max_score"] == 14 and len(results["tests"]) == 10
     assert {t["output"] for t in results["tests"]} == {"not graded: the grader failed"}
     assert "the grader process ended with status 1" in results["extra_data"]["grader_error"]
     (folder / NOTEBOOK).rename(folder / "mine.txt")                  # no assignment to tell
-    unknown = write_results(course, runner.grade_in_child(course, folder, None, 1, [], []),
+    unknown = write_results(course, child.grade_in_child(course, folder, None, 1, [], []),
                             tmp_path / "graded" / "unknown", "en")
     assert unknown["max_score"] == 0 and unknown["tests"] == []
     assert ("its assignment could not be told from the names of its notebooks (expected one of: "
@@ -360,13 +360,12 @@ def test_code_nested_too_deeply_or_odd_cells_do_not_stop_the_reading():
 def test_a_grader_that_fails_on_deep_code_still_lists_every_check(tmp_path, monkeypatch):
     """Whatever in the trusted grader the parser's RecursionError escapes from, the report it
     writes has the assignment, so every check (and the assignment's maximum)."""
-    import argparse
-
     import tfcourse.submission.__main__ as grader
     import tfcourse.submission.grade
+    from tfcourse.submission.job import Job
 
     class NoSandbox:
-        def __init__(self, config):
+        def __init__(self, config, zygote=None):
             pass
 
         def start(self):
@@ -381,15 +380,13 @@ def test_a_grader_that_fails_on_deep_code_still_lists_every_check(tmp_path, monk
 
     monkeypatch.setattr(grader, "open_sandbox", NoSandbox)
     monkeypatch.setattr(tfcourse.submission.grade, "grade_submission", parse)
-    options = argparse.Namespace(submission=student(tmp_path / "alice"), course=ROOT,
-                                 out=tmp_path / "report.json", within=None, assignment=None,
-                                 threads=1, skip=[], hide=[])
-    grader.write_report(options.out, grader.grade(options))
-    report = SubmissionReport.from_dict(json.loads(options.out.read_text()))
+    job = Job(submission=student(tmp_path / "alice"), course=ROOT, out=tmp_path / "report.json")
+    grader.write_report(job.out, grader.grade(job, None, None))
+    report = SubmissionReport.from_dict(json.loads(job.out.read_text()))
     assert report.assignment == A and len(report.tests) == 10
     assert "RecursionError: maximum recursion depth exceeded during ast construction" in \
         report.error
-    assert stat.S_IMODE(options.out.stat().st_mode) == 0o600
+    assert stat.S_IMODE(job.out.stat().st_mode) == 0o600
 
 
 @pytest.mark.slow
@@ -435,7 +432,7 @@ def test_notebooks_built_to_be_expensive_to_read_and_a_grader_without_a_cgroup(
         def create(limits):
             return None
 
-    monkeypatch.setattr(runner, "Cgroup", NoCgroups)
+    monkeypatch.setattr(child, "Cgroup", NoCgroups)
     small = dataclasses.replace(course, limits=dataclasses.replace(course.limits,
                                                                   grader_memory_mb=1))
     outcomes = grade_many(small, [tmp_path / "class" / "alice"], tmp_path / "graded", jobs=1,

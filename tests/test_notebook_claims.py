@@ -42,6 +42,20 @@ def figures(pattern: str, text: str) -> list[tuple[float, ...]]:
 
 
 # -- 01 --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("lang", ["en", "es"])
+def test_the_closing_question_names_the_demo_that_has_keys(lang):
+    """"Reverse the keys ... in the demo X (`keys.flip(0)`)" names a demo of this notebook by its
+    heading, and that demo's code has `keys` (it said "the first demo", the sqrt(d_k) experiment,
+    which has none)."""
+    nb = notebook.read(ROOT / "source" / "01-attention" / NOTEBOOK_OF["01-attention"])
+    named = re.search(r"(?:in the demo|en la demo) \*([^*]+)\*", prose("01-attention", lang))
+    assert named, f"{lang}: the closing question names no demo by its heading"
+    start = next(index for index, cell in enumerate(nb.cells) if notebook.lang(cell) == lang
+                 and f"### {named.group(1)}\n" in notebook.text(cell) + "\n")
+    code = next(cell for cell in nb.cells[start:] if cell.cell_type == "code")
+    assert "keys =" in notebook.text(code), notebook.text(code)
+
+
 def test_each_query_finds_its_partners_key_with_a_share_from_under_half_to_almost_all():
     rows = re.findall(r"(\w+)→(\w+) " + NUMBER, printed("01-attention", "demo-sdpa"))
     partners = {"I": "saw", "saw": "I", "a": "cat", "cat": "a", "sat": "down", "down": "sat"}

@@ -122,7 +122,7 @@ def test_a_forged_unsendable_reply_is_named_as_a_dict():
 
 
 def test_student_code_over_the_limit_is_not_checked_against_the_rules(course, tmp_path):
-    from tfcourse.submission.grade import NotebookRun, NotGraded
+    from tfcourse.submission.run import NotebookRun, NotGraded
     answers = {"sdpa-code": solution_cells(A)["sdpa-code"] + "\nx = [" + "1," * 200_000 + "]\n"}
     submission = make_submission(tmp_path / "big", A, answers) / "attention.ipynb"
     run = NotebookRun(course, course.assignment(A), "attention.ipynb", submission, None)
@@ -160,3 +160,26 @@ def test_a_conftest_above_the_course_or_pytest_options_change_no_grade(tmp_path)
     tests = json.loads(report.read_text())["notebooks"][0]["tests"]
     assert sum(t["points"] for t in tests) == 12, tests
     assert not (tmp_path / "above" / "LOADED").exists()
+
+
+LIGHT = '''
+import sys
+
+def test_nothing_of_grading_is_loaded():
+    heavy = sorted(name for name in sys.modules if name.split(".")[0] in ("torch", "yaml")
+                   or name.startswith(("tfcourse.sandbox", "tfcourse.course")))
+    assert "tfcourse.submission.plugin" in sys.modules and heavy == []
+'''
+
+
+def test_the_plugin_loads_nothing_heavy_into_a_run_that_grades_nothing(tmp_path):
+    """The plugin is a pytest11 entry point: it is in every pytest run where tfcourse is
+    installed, so until a run collects a grader it imports neither the sandbox nor torch."""
+    (tmp_path / "test_plain.py").write_text(LIGHT)
+    environment = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+                   "PYTHONPATH": str(ROOT), "PYTEST_ADDOPTS": ""}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                          "-p", "tfcourse.submission.plugin", "test_plain.py"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env=environment)
+    assert run.returncode == 0, run.stdout + run.stderr

@@ -4,13 +4,13 @@ import json
 import shutil
 
 from conftest import ROOT
-from tfcourse.batch import runner
+from tfcourse.batch import child, runner
 
 A = "01-attention"
 
 
 def stamps(course, folder, assignment):
-    version = runner.grader_version(course)
+    version = child.grader_version(course)
     found = runner.survey(course, [folder])
     return {item.name: runner.fingerprint(
         item.path, version, json.dumps([runner.graded_as(course, item, assignment), [], "en"]),
@@ -32,10 +32,10 @@ def test_another_assignment_or_other_content_is_graded_again(course, tmp_path):
 
 
 def test_a_changed_grader_or_engine_grades_again(course, tmp_path, monkeypatch):
-    before = runner.grader_version(course)
+    before = child.grader_version(course)
     copy = tmp_path / "engine"
-    shutil.copytree(runner.ENGINE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(runner, "ENGINE", copy)
-    assert runner.grader_version(course) == before
+    shutil.copytree(child.ENGINE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(child, "ENGINE", copy)
+    assert child.grader_version(course) == before
     (copy / "submission" / "framework.py").write_text("# changed\n", encoding="utf-8")
-    assert runner.grader_version(course) != before
+    assert child.grader_version(course) != before

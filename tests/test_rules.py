@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 import subprocess
 import sys
 import textwrap
@@ -680,10 +679,26 @@ def test_the_tripwire_ignores_loading_and_honest_code_and_hands_out_no_original(
     assert tripwire["wrapped"] == []
 
 
-def test_the_worker_and_the_rule_know_the_same_relatives():
-    source = (ROOT / "tfcourse" / "sandbox" / "worker.py").read_text()
-    table = re.search(r"relatives = \{.*?\n        \}", source, re.S).group(0)
-    assert eval(table.split("=", 1)[1]) == rules.RELATIVES
+def test_the_tables_are_standard_library_only_and_go_into_the_sandbox():
+    """The static rule and the tripwire read one table: the tripwire's copy of it is the module
+    itself, copied beside worker.py into the sandbox, where only the standard library (and
+    torch, not needed here) can be imported."""
+    from tfcourse.sandbox.launch import HARNESS
+
+    tree = ast.parse((ROOT / "tfcourse" / "sandbox" / "rulebook.py").read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+                if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom)}
+    assert imported and imported <= sys.stdlib_module_names
+    assert {"worker.py", "rulebook.py"} <= set(HARNESS)
+    assert "import rulebook\n" in (ROOT / "tfcourse" / "sandbox" / "worker.py").read_text()
+
+
+def test_importing_the_tables_in_a_cell_reaches_the_harness(forbidden):
+    found = flagged(forbidden, "import rulebook\nrulebook.RELATIVES.clear()", sdpa("q"))
+    assert all(any("grader's harness" in message for message in found.get(stub, []))
+               for stub in STUBS), found
 
 
 # -- end to end --------------------------------------------------------------------------------

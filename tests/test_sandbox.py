@@ -28,7 +28,7 @@ from tfcourse.sandbox import limits as measure
 from tfcourse.sandbox.launch import Sandbox, SandboxConfig, bwrap_works, choose_isolation
 from tfcourse.sandbox.limits import Cgroup, Limits
 from tfcourse.sandbox.session import ProcessEnded, StudentSession
-from tfcourse.submission.files import Cell
+from tfcourse.sandbox.session import Cell
 
 TOKEN = f"tfsandbox{uuid.uuid4().hex[:10]}"
 SMALL = {"memory_mb": 512, "disk_mb": 64, "processes": 16}
@@ -522,10 +522,10 @@ DAEMONS = code("""
 GRADER = """
 import json, sys, time
 sys.path.insert(0, {root!r})
-from tfcourse.sandbox.launch import set_subreaper
+from tfcourse.process import set_subreaper
 from tfcourse.sandbox.session import StudentSession
 from tfcourse.sandbox.launch import SandboxConfig
-from tfcourse.submission.files import Cell
+from tfcourse.sandbox.session import Cell
 set_subreaper()
 config = {config!r}
 config.pop("forked", None)          # a zygote of the test's, named in TFCOURSE_ZYGOTE, if any

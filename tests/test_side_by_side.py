@@ -134,3 +134,98 @@ def test_submissions_the_sandbox_user_can_read_are_refused_in_process_mode(cours
         assert not readable_by(notebook, nobody)
     finally:
         shutil.rmtree(base)
+
+
+# -- the feedback service: the same protections as `tfcourse grade` ------------------------------
+def run_service(course, options) -> int | None:
+    """`tfcourse feedback-service`'s exit status, None when it did not end by itself (it
+    started, and would serve until stopped)."""
+    import threading
+
+    from tfcourse.hub import service
+
+    ended = []
+    thread = threading.Thread(target=lambda: ended.append(service.run(course, options)),
+                              daemon=True)
+    thread.start()
+    thread.join(60)
+    return ended[0] if ended else None
+
+
+def service_options(tmp_path, *more: str):
+    import argparse
+
+    from tfcourse.hub import service
+
+    parser = argparse.ArgumentParser()
+    service.add_arguments(parser)
+    return parser.parse_args(["--exchange", str(tmp_path / "exchange"), "--state",
+                              str(tmp_path / "state"), "--no-page", *more])
+
+
+def test_the_service_refuses_students_side_by_side_in_process_mode(course, tmp_path, capsys,
+                                                                    monkeypatch):
+    """The service graded --jobs 2 in process mode: one student could kill a classmate's worker
+    or fill the disk counted against them, as with `tfcourse grade --jobs 2`."""
+    hidden = []
+    monkeypatch.setattr(runner, "hide_command_line", hidden.append)
+    assert run_service(in_process_mode(course), service_options(tmp_path, "--jobs", "2")) == 2
+    assert "tfcourse feedback-service: --jobs 2 is refused: student code runs as a plain " \
+           "process here" in capsys.readouterr().err
+    assert not (tmp_path / "state" / "lock").exists()       # refused before it starts
+    assert hidden == ["tfcourse feedback-service"]
+
+
+def test_the_services_command_line_shows_no_path(tmp_path):
+    """/proc/PID/cmdline of the service named its state folder and the exchange."""
+    exchange = tmp_path / f"exchange-{uuid.uuid4().hex[:8]}"
+    service = subprocess.Popen(
+        [sys.executable, "-m", "tfcourse", "--course", str(ROOT), "feedback-service",
+         "--exchange", str(exchange), "--state", str(tmp_path / "state"), "--no-page"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        lock = tmp_path / "state" / "lock"
+        for _ in range(300):                    # started: it holds its state folder
+            if lock.exists() or service.poll() is not None:
+                break
+            import time
+            time.sleep(0.1)
+        shown = Path(f"/proc/{service.pid}/cmdline").read_bytes()
+    finally:
+        service.terminate()
+        _, err = service.communicate(timeout=30)
+    assert lock.exists(), err
+    assert shown.startswith(b"tfcourse feedback-service\0")
+    assert str(exchange).encode() not in shown and str(tmp_path).encode() not in shown
+
+
+def test_a_state_folder_the_sandbox_user_can_read_is_refused_in_process_mode(course, monkeypatch,
+                                                                            capsys):
+    """A state folder made (or restored from a backup) with the usual umask let every student's
+    code, run as the sandbox user, read classmates' snapshots and results: the service refuses
+    to start until it is private."""
+    import shutil
+    import tempfile
+
+    monkeypatch.setattr(runner, "hide_command_line", lambda shown: True)
+    nobody = (65534, 65534)
+    base = Path(tempfile.mkdtemp(prefix="tfstate-", dir="/var/tmp"))
+    try:
+        os.chmod(base, 0o755)
+        state = base / "state"
+        old = state / "results" / "alice+01-attention+1+r1"
+        old.mkdir(parents=True, mode=0o755)
+        for folder in (state, state / "results", old):
+            os.chmod(folder, 0o755)
+        (old / "results.json").write_text("{}")
+        os.chmod(old / "results.json", 0o644)
+        monkeypatch.setattr(launch, "choose_isolation",
+                            lambda config: launch.Isolation("process", nobody))
+        options = service_options(base, "--state", str(state))
+        assert run_service(in_process_mode(course, "process"), options) == 2
+        err = capsys.readouterr().err
+        assert "can be read by user 'nobody'" in err and f"chmod -R o-rwx {state}" in err, err
+        assert not (state / "lock").exists()
+    finally:
+        shutil.rmtree(base)

@@ -5,6 +5,7 @@ bench/similarity.py measures the same on a larger synthetic class (recall, false
 """
 import csv
 import re
+import shutil
 
 import nbformat
 import pytest
@@ -95,3 +96,21 @@ def test_written_code_leaves_out_released_cells():
 def test_clusters_of_three_or_more():
     pairs = [Pair("a", "b", 1, 1, ()), Pair("b", "c", 1, 1, ()), Pair("d", "e", 1, 1, ())]
     assert clusters(pairs) == [["a", "b", "c"]]
+
+
+def test_a_flat_class_folder_is_compared_as_grade_grades_it(tmp_path, capsys):
+    """The guide's flat layout (alice.ipynb, bob.ipynb): the assignment is told from the cells, as
+    `tfcourse grade` tells it, and what is not compared is said on the terminal, not only on the
+    page (it said '0 pair(s)' with every submission unread)."""
+    cells = solution_cells(A)
+    for name, folder in (("alice", make_submission(tmp_path / "a", A)),
+                         ("bob", write_copy(tmp_path / "b", cells))):
+        (folder / "layers.ipynb").rename(tmp_path / f"{name}.ipynb")
+    (tmp_path / "frank.ipynb").write_text("{broken")
+    for folder in ("a", "b"):
+        shutil.rmtree(tmp_path / folder)
+    assert main(["similarity", str(tmp_path), "--out", str(tmp_path / "out")]) == 0
+    rows = list(csv.DictReader((tmp_path / "out" / "pairs.csv").open()))
+    assert [(row["first"], row["second"]) for row in rows] == [("alice", "bob")], rows
+    printed = capsys.readouterr().out
+    assert "not compared: frank" in printed and "1 pair(s)" in printed, printed

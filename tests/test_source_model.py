@@ -18,7 +18,7 @@ from tfcourse.submission.framework import (Fail, Handle, first_match, outside, p
 from tfcourse.submission.report import Note, NotebookReport, SubmissionReport, TestResult
 from tfcourse.batch.results import (feedback, feedback_html, feedback_markdown, gradescope_json,
                                     results_json)
-from tfcourse.submission.files import build_program, load_program, parse_notebook
+from tfcourse.submission.notebooks import build_program, load_program, parse_notebook
 from tfcourse.source import assignment_source, groups_by_notebook, helper_files, source_notebook
 
 EDITED = "the read-only cell {gid} was edited; the grader used the original"

@@ -25,9 +25,10 @@ import torch
 
 from tfcourse import notebook
 from tfcourse.batch import runner
-from tfcourse.submission.files import (JSON_VALUES, NotebookFile, build_program,
-                                       find_notebooks, parse_notebook, read_notebook,
-                                       strip_outputs, without_magics)
+from tfcourse.submission.files import NotebookFile
+from tfcourse.submission.finding import find_notebooks
+from tfcourse.submission.notebooks import (JSON_VALUES, build_program, parse_notebook,
+                                           read_notebook, strip_outputs, without_magics)
 from tfcourse.sandbox import channel
 
 

@@ -136,8 +136,11 @@ def test_heads_split_without_transpose_fail_the_visible_check(sources):
                        "self.d_k).transpose(1, 2)",
                        "x.view(x.shape[0], self.num_heads, x.shape[1], self.d_k)")
     namespace = _run_cells([SETUP, cells["sdpa-code"], wrong])
-    with checks.raising(), pytest.raises(checks.CheckFailed, match="transpose"):
+    with checks.raising(), pytest.raises(checks.CheckFailed, match="transpose") as failed:
         checks.mha(namespace["MultiHeadAttention"])
+    # The failing output is named in words: "`self`" read as Python's self (issue 25, newcomer).
+    assert "the output of self-attention is not what" in str(failed.value), failed.value
+    assert "`self`" not in str(failed.value), failed.value
 
 
 def test_a_missing_sqrt_d_model_fails_the_visible_check(parts, sources):

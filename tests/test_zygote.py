@@ -21,7 +21,7 @@ from conftest import survivors, zygote_for_sandbox
 from tfcourse.sandbox import forked
 from tfcourse.sandbox.launch import SandboxConfig, bwrap_works
 from tfcourse.sandbox.session import StudentSession
-from tfcourse.submission.files import Cell
+from tfcourse.sandbox.session import Cell
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not (bwrap_works() and os.geteuid() == 0),

@@ -9,6 +9,7 @@
     tfcourse feedback-service --exchange DIR  on a hub: grade each submission as it arrives
     tfcourse report GRADED --out DIR          a class report: scores, checks, messages, cost
     tfcourse similarity SUBMITTED --out DIR   pairs of submissions whose code is alike
+    tfcourse config [SETTING] [--markdown]    what a course.yaml setting means, and its default
 """
 from __future__ import annotations
 
@@ -159,25 +160,24 @@ def cmd_report(options) -> int:
     return 0
 
 
+SHOWN_PROBLEMS = 10     # lines about submissions not compared printed; the page lists them all
+
+
 def cmd_similarity(options) -> int:
     course = _course(options)
     from .insights.similarity import run
 
-    page, pairs = run(course, options.submissions, options.out, options.assignment,
-                      options.known, options.threshold)
+    page, pairs, problems = run(course, options.submissions, options.out, options.assignment,
+                                options.known, options.threshold)
+    for line in problems[:SHOWN_PROBLEMS]:
+        print(f"not compared: {line}")
+    if len(problems) > SHOWN_PROBLEMS:
+        print(f"not compared: {len(problems) - SHOWN_PROBLEMS} more, listed on the page")
     print(f"{len(pairs)} pair(s) at or above {options.threshold:.0%}: {page}")
     return 0
 
 
-def parser(argv=None) -> argparse.ArgumentParser:
-    """The command line; the feedback service's own options are read only when that command is
-    given (they come with the hub's code)."""
-    argv = sys.argv[1:] if argv is None else argv
-    top = argparse.ArgumentParser(prog="tfcourse", description=__doc__.split("\n\n")[0])
-    top.add_argument("--course", type=Path, help="the course folder (default: the nearest folder "
-                                                  "with course.yaml)")
-    commands = top.add_subparsers(dest="command", required=True)
-
+def _add_build(commands) -> None:
     build = commands.add_parser("build", help="generate release/, solutions/ and helper modules")
     build.add_argument("--check", action="store_true",
                        help="change nothing; fail when anything committed is stale")
@@ -189,6 +189,8 @@ def parser(argv=None) -> argparse.ArgumentParser:
                        help="do not run the solution notebooks (faster; no outputs or plots)")
     build.set_defaults(run=cmd_build)
 
+
+def _add_grade(commands) -> None:
     grade = commands.add_parser("grade", help="grade submissions")
     grade.add_argument("submissions", nargs="+", type=Path,
                        help="a student's folder, a notebook, or a folder of submissions")
@@ -205,6 +207,8 @@ def parser(argv=None) -> argparse.ArgumentParser:
                             "its scheduler file) rather than here; needs tfcourse[cluster]")
     grade.set_defaults(run=cmd_grade)
 
+
+def _add_check_and_gradescope(commands) -> None:
     check = commands.add_parser("check", help="run a notebook's visible checks")
     check.add_argument("notebook", type=Path)
     check.add_argument("--timeout", type=int, default=600, help="seconds per cell")
@@ -216,6 +220,8 @@ def parser(argv=None) -> argparse.ArgumentParser:
     bundle.add_argument("--lang", help="language of the feedback (default: course.yaml's)")
     bundle.set_defaults(run=cmd_gradescope)
 
+
+def _add_insights(commands) -> None:
     report = commands.add_parser(
         "report", help="a class report from graded results: scores, each check's pass rate and "
                        "messages, checks failing together, grading cost")
@@ -239,6 +245,10 @@ def parser(argv=None) -> argparse.ArgumentParser:
                          help="list pairs sharing at least this share of their code each way")
     similar.set_defaults(run=cmd_similarity)
 
+
+def _add_feedback_service(commands, argv) -> None:
+    """The feedback service's own options are read only when that command is given (they come
+    with the hub's code)."""
     service = commands.add_parser(
         "feedback-service", help="on a JupyterHub: grade each submission as it arrives, and "
                                  "show each student their results (docs/jupyterhub.md)")
@@ -248,6 +258,48 @@ def parser(argv=None) -> argparse.ArgumentParser:
         from .hub.service import add_arguments
         add_arguments(service)
     service.set_defaults(run=cmd_feedback_service)
+
+
+def cmd_config(options) -> int:
+    from . import config
+
+    if options.markdown:
+        print(config.markdown(), end="")
+        return 0
+    if not options.setting:
+        print(config.listing())
+        return 0
+    text = config.describe(options.setting)
+    if text is None:
+        print(f"tfcourse config: {options.setting!r} is no setting of course.yaml "
+              f"(`tfcourse config` lists them)", file=sys.stderr)
+        return 2
+    print(text)
+    return 0
+
+
+def _add_config(commands) -> None:
+    config = commands.add_parser("config", help="what a course.yaml setting means, its type and "
+                                                 "default (all of them, without SETTING)")
+    config.add_argument("setting", nargs="?", help="a setting's path, e.g. limits.memory_mb")
+    config.add_argument("--markdown", action="store_true",
+                        help="every setting as docs/course-yaml.md writes them")
+    config.set_defaults(run=cmd_config)
+
+
+def parser(argv=None) -> argparse.ArgumentParser:
+    """The command line."""
+    argv = sys.argv[1:] if argv is None else argv
+    top = argparse.ArgumentParser(prog="tfcourse", description=__doc__.split("\n\n")[0])
+    top.add_argument("--course", type=Path, help="the course folder (default: the nearest folder "
+                                                  "with course.yaml)")
+    commands = top.add_subparsers(dest="command", required=True)
+    _add_build(commands)
+    _add_grade(commands)
+    _add_check_and_gradescope(commands)
+    _add_insights(commands)
+    _add_config(commands)
+    _add_feedback_service(commands, argv)
     return top
 
 

@@ -15,247 +15,66 @@ import datetime
 import difflib
 import math
 import os
-import types
-import typing
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Literal
+from typing import Literal
 
 import yaml
 
-COURSE_FILE = "course.yaml"
+from .schema import (COURSE_FILE, CourseError, _at, _path, _read_only, _show, read_mapping,
+                     read_value, setting)
 
-
-class CourseError(Exception):
-    """course.yaml is missing or says something tfcourse cannot use."""
-
-
-# -- reading a mapping of course.yaml into a dataclass ---------------------------------------------
-def setting(default: Any = MISSING, *, factory: Any = MISSING, key: str | None = None,
-            optional: bool = False, low: float | None = None, above: float | None = None,
-            high: float | None = None, aliases: tuple = (), read: Callable | None = None,
-            what: str | None = None):
-    """A dataclass field that course.yaml sets.
-
-    key: its name in course.yaml (default: the field's). optional: course.yaml may leave it out
-    although the field has no default (the reader of the enclosing object fills it in). low, above,
-    high: a number's range (>= low, > above, <= high). aliases: (written, meant) pairs of a
-    Literal's other spellings. read(value, where): reads a value of a type the validator does not
-    know by itself; what: how the messages describe such a value."""
-    return field(default=default, default_factory=factory, metadata={
-        "setting": True, "key": key, "optional": optional, "low": low, "above": above,
-        "high": high, "aliases": aliases, "read": read, "what": what})
-
-
-def _at(where: str) -> str:
-    return f"{COURSE_FILE}: {where}: " if where else f"{COURSE_FILE}: "
-
-
-def _path(where: str, key) -> str:
-    return f"{where}.{key}" if where else str(key)
-
-
-def _show(value) -> str:
-    """A value as course.yaml would write it, for messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, (list, tuple)):
-        text = "[" + ", ".join(_show(item) for item in value) + "]"
-        return text if len(text) <= 60 else text[:57] + "...]"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _literal_word(option) -> str:
-    return _show(option) if isinstance(option, bool) or option is None else str(option)
-
-
-def _words(options) -> str:
-    options = [_literal_word(option) for option in options]
-    return options[0] if len(options) == 1 else f"{', '.join(options[:-1])} or {options[-1]}"
-
-
-def _describe(hint, meta: Mapping) -> str:
-    """How a message says what a value must be."""
-    if meta.get("what"):
-        return meta["what"]
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        inner = [arg for arg in args if arg is not type(None)]
-        return f"{_describe(inner[0], meta)}, or null"
-    if origin is Literal:
-        return f"one of {_words(args)}"
-    if origin is tuple:
-        return "a list of strings"
-    if is_dataclass(hint):
-        return "a mapping"
-    word = {bool: "true or false", int: "an integer", float: "a number",
-            str: "a non-empty string"}.get(hint, getattr(hint, "__name__", str(hint)))
-    bounds = []
-    if meta.get("low") is not None:
-        bounds.append(f">= {meta['low']:g}")
-    if meta.get("above") is not None:
-        bounds.append(f"> {meta['above']:g}")
-    if meta.get("high") is not None:
-        bounds.append(f"<= {meta['high']:g}")
-    return f"{word} {' and '.join(bounds)}" if bounds else word
-
-
-def _wrong(value, hint, meta: Mapping, where: str) -> CourseError:
-    if value is None:
-        return CourseError(f"{_at(where)}has no value; it must be {_describe(hint, meta)}")
-    return CourseError(f"{_at(where)}must be {_describe(hint, meta)}, not {_show(value)}")
-
-
-def read_value(value, hint, meta: Mapping, where: str):
-    """`value`, found at `where` in course.yaml, as the type `hint` (int, float, bool, str, a
-    tuple of str, a Literal, an optional one of those, or a dataclass read by `read_mapping`)."""
-    if meta.get("read"):
-        return meta["read"](value, where)
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        inner = [arg for arg in args if arg is not type(None)]
-        if len(inner) != 1:
-            raise TypeError(f"{where}: cannot read {hint}")
-        if is_dataclass(inner[0]):         # its own messages say what is wrong inside
-            if not isinstance(value, Mapping):
-                raise _wrong(value, hint, meta, where)
-            return read_value(value, inner[0], meta, where)
-        try:
-            return read_value(value, inner[0], meta, where)
-        except CourseError:
-            raise _wrong(value, hint, meta, where) from None
-    if origin is Literal:
-        for written, meant in meta.get("aliases") or ():
-            if type(value) is type(written) and value == written:
-                value = meant
-        for option in args:               # 1 is not true, nor 0 false
-            if type(value) is type(option) and value == option:
-                return option
-        raise _wrong(value, hint, meta, where)
-    if origin is tuple:
-        if value is None:                  # `names:` with nothing after it: none
-            return ()
-        items = [value] if isinstance(value, str) else value
-        if not isinstance(items, (list, tuple)):
-            raise _wrong(value, hint, meta, where)
-        for index, item in enumerate(items):
-            if not isinstance(item, str) or not item:
-                raise CourseError(f"{_at(f'{where}[{index}]')}must be a non-empty string, "
-                                  f"not {_show(item)}")
-        return tuple(items)
-    if is_dataclass(hint):
-        return hint(**read_mapping(hint, value, where))
-    if hint is bool:
-        if type(value) is not bool:
-            raise _wrong(value, hint, meta, where)
-        return value
-    if hint is str:
-        if not isinstance(value, str) or not value:
-            raise _wrong(value, hint, meta, where)
-        return value
-    if hint is int:
-        ok = type(value) is int
-    elif hint is float:
-        ok = type(value) in (int, float) and math.isfinite(value)
-    else:
-        raise TypeError(f"{where}: cannot read {hint}")
-    if not ok or (meta.get("low") is not None and value < meta["low"]) or \
-            (meta.get("above") is not None and value <= meta["above"]) or \
-            (meta.get("high") is not None and value > meta["high"]):
-        raise _wrong(value, hint, meta, where)
-    return hint(value)
-
-
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
-
-
-def read_mapping(cls, data, where: str) -> dict[str, Any]:
-    """Check `data`, the mapping found at `where` in course.yaml, against the `setting` fields of
-    the dataclass `cls`: each key must be one of theirs, each value of its field's type, and each
-    field without a default given. Returns the values read, by field name (the keys left out,
-    which have defaults, are not among them)."""
-    if not isinstance(data, Mapping):
-        raise CourseError(f"{_at(where)}must be a mapping (key: value lines), not {_show(data)}")
-    settings = {f.metadata.get("key") or f.name: f
-                for f in fields(cls) if f.metadata.get("setting")}
-    for key in data:
-        if key not in settings:
-            close = difflib.get_close_matches(str(key), list(settings), n=1)
-            hint = f"; did you mean {close[0]}?" if close else ""
-            raise CourseError(f"{_at(_path(where, key))}unknown key "
-                              f"(known: {', '.join(settings)}){hint}")
-    values = {}
-    hints = _hints(cls)
-    for key, spec in settings.items():
-        if key in data:
-            values[spec.name] = read_value(data[key], hints[spec.name], spec.metadata,
-                                           _path(where, key))
-        elif spec.default is MISSING and spec.default_factory is MISSING \
-                and not spec.metadata.get("optional"):
-            raise CourseError(f"{_at(_path(where, key))}is missing; it must be "
-                              f"{_describe(hints[spec.name], spec.metadata)}")
-    return values
-
-
-def _read_only(mapping: Mapping) -> Mapping:
-    return MappingProxyType(dict(mapping))
 
 
 # -- the sections --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Training:
     """The trained-model check (course.yaml `training`)."""
-    seed: int = setting(low=0)                   # the training run's seed
-    eval_sequences: int = setting(above=0)       # sequences the trained model sorts
-    eval_length: int = setting(above=0)          # their length
-    threshold: float = setting(low=0, high=1)    # share of them it must sort exactly right
+    seed: int = setting(low=0, help="the seed of the training run")
+    eval_sequences: int = setting(above=0, help="how many sequences the trained model sorts")
+    eval_length: int = setting(above=0, help="the length of those sequences")
+    threshold: float = setting(low=0, high=1, help="the share of them it must sort exactly right")
 
 
 @dataclass(frozen=True)
 class Regression:
     """The trained regressor check of 02-layers (course.yaml `regression`)."""
-    seed: int = setting(low=0)                   # the training run's seed
-    eval_sequences: int = setting(above=0)       # fresh sequences the trained model is judged on
-    max_error: float = setting(above=0)          # the mean absolute error it must stay below
+    seed: int = setting(low=0, help="the seed of the training run")
+    eval_sequences: int = setting(above=0, help="fresh sequences the trained model is judged on")
+    max_error: float = setting(above=0, help="the mean absolute error it must stay below")
 
 
 @dataclass(frozen=True)
 class Tolerance:
     """Numerics against the reference (course.yaml `tolerance`)."""
-    atol: float = setting(low=0)
-    rtol: float = setting(low=0)
+    atol: float = setting(low=0, help="absolute tolerance of values compared with the reference")
+    rtol: float = setting(low=0, help="relative tolerance of values compared with the reference")
 
 
 @dataclass(frozen=True)
 class Limits:
     """course.yaml `limits`; `Course.limit(name)` gives one as a float."""
-    check_seconds: float = setting(above=0)
-    training_seconds: float = setting(above=0)
-    submission_seconds: float = setting(above=0)
-    cell_seconds: float = setting(above=0)
-    notebook_mb: float = setting(above=0)        # larger notebooks are read without their outputs
-    memory_mb: int = setting(3072, above=0)
-    disk_mb: int = setting(256, above=0)
-    processes: int = setting(64, above=0)
-    output_kb: int = setting(256, above=0)
-    notebook_file_mb: float = setting(256.0, above=0)  # larger notebook files are refused
-    code_kb: float = setting(256.0, above=0)     # the student's code in one notebook, at most
-    grader_memory_mb: int = setting(2048, above=0)   # the trusted grader of one submission
+    check_seconds: float = setting(above=0, help="seconds for one check (the training check has "
+                                                  "its own limit)")
+    training_seconds: float = setting(above=0, help="seconds for the training check")
+    submission_seconds: float = setting(above=0, help="seconds for one notebook, all checks "
+                                                       "together")
+    cell_seconds: float = setting(above=0, help="seconds for one notebook cell while the "
+                                                 "submission's code is loaded")
+    notebook_mb: float = setting(above=0, help="larger notebook files are read without their "
+                                                "outputs")
+    memory_mb: int = setting(3072, above=0, help="MB for the student's processes together, shared "
+                                                 "memory and memfd included")
+    disk_mb: int = setting(256, above=0, help="MB they may write, work folder and temporary files "
+                                              "together; also the largest single file")
+    processes: int = setting(64, above=0, help="processes and threads the student's code may run")
+    output_kb: int = setting(256, above=0, help="what the student's code may print (KB)")
+    notebook_file_mb: float = setting(256.0, above=0, help="larger notebook files are refused")
+    code_kb: float = setting(256.0, above=0, help="the student's code in one notebook, at most")
+    grader_memory_mb: int = setting(2048, above=0, help="memory of the trusted grader of one "
+                                                         "submission (MB)")
 
 
 IsolationMode = Literal["auto", "bwrap", "process"]
@@ -266,20 +85,25 @@ AcceptWeaker = Literal[False, "process", "same-user"]
 @dataclass(frozen=True)
 class SandboxSettings:
     """How student code is isolated (course.yaml `sandbox`; tfcourse/sandbox/launch.py)."""
-    isolation: IsolationMode = setting("auto")
-    # how much weaker than bubblewrap isolation may be; true means process, "no" false
-    accept_weaker: AcceptWeaker = setting(False, aliases=((True, "process"), ("no", False)))
-    user: str = setting("nobody")                # when grading as root, student code runs as it
-    gpu: bool = setting(False)                   # student code may use the machine's GPUs
-    threads: int = setting(1, low=1)             # torch threads of the student's process
-    cpu_kernels: CpuKernels = setting("avx2")    # torch's CPU kernels there (launch.py says why)
+    isolation: IsolationMode = setting("auto", help="auto or bwrap: bubblewrap, which shows "
+                                                     "student code only the interpreter and its "
+                                                     "own folder; process: a plain process")
+    accept_weaker: AcceptWeaker = setting(False, aliases=((True, "process"), ("no", False)),
+                                          help="how much weaker than bubblewrap isolation may be; "
+                                               "true means process, \"no\" false")
+    user: str = setting("nobody", help="when grading as root, student code runs as this user")
+    gpu: bool = setting(False, help="student code may use the machine's GPUs")
+    threads: int = setting(1, low=1, help="torch threads of the student's process")
+    cpu_kernels: CpuKernels = setting("avx2", help="torch's CPU kernels there "
+                                                   "(tfcourse/sandbox/launch.py says why)")
 
 
 @dataclass(frozen=True)
 class Rules:
     """course.yaml `rules`: torch's names a stub must not reach, and exceptions to them."""
-    forbidden: tuple[str, ...] = setting()
-    allowed: tuple[str, ...] = setting(())
+    forbidden: tuple[str, ...] = setting(help="torch's names a stub must not reach (its last "
+                                              "part is matched anywhere under torch)")
+    allowed: tuple[str, ...] = setting((), help="names of `forbidden` that are allowed after all")
 
 
 Visibility = Literal["visible", "score_only", "after_deadline"]
@@ -301,11 +125,14 @@ class FeedbackOnSubmit:
     """course.yaml `feedback`: the hub's feedback on submit (tfcourse/hub/, docs/jupyterhub.md).
     Fair use: gradings per student and assignment in any hour and any 24 hours; what each check
     shows before its assignment's deadline (after it, everything)."""
-    per_hour: int = setting(3, low=0)
-    per_day: int = setting(12, low=0)
-    before_deadline: Visibility = setting("visible")
+    per_hour: int = setting(3, low=0, help="gradings per student and assignment in any hour")
+    per_day: int = setting(12, low=0, help="gradings per student and assignment in any 24 hours")
+    before_deadline: Visibility = setting("visible", help="what a check shows before the "
+                                                          "deadline")
     checks: Mapping[str, str] = setting(factory=lambda: MappingProxyType({}), read=_visibilities,
-                                        what="a mapping from check to visibility")
+                                        what="a mapping from check to visibility",
+                                        help="a check (group.test) or a group, to what it shows "
+                                             "before the deadline, where not before_deadline")
 
     def visibility(self, test_id: str) -> str:
         """What the check `test_id` (group.test) shows before the deadline."""
@@ -529,19 +356,22 @@ def _assignments(value, where: str) -> tuple[Assignment, ...]:
 @dataclass(frozen=True)
 class Course:
     root: Path
-    id: str = setting()
-    assignments: tuple[Assignment, ...] = setting(read=_assignments, what="a list of assignments")
-    training: Training = setting()
-    regression: Regression = setting()
-    tolerance: Tolerance = setting()
-    limits: Limits = setting()
-    sandbox: SandboxSettings = setting()
-    rules: Rules = setting()
+    id: str = setting(help="the course's id")
+    assignments: tuple[Assignment, ...] = setting(read=_assignments, what="a list of assignments",
+                                                  help="the assignments, in order")
+    training: Training = setting(help="the trained-model check of 03-sorting")
+    regression: Regression = setting(help="the trained regressor check of 02-layers")
+    tolerance: Tolerance = setting(help="numerics against the reference")
+    limits: Limits = setting(help="time, memory and size limits of grading")
+    sandbox: SandboxSettings = setting(help="how student code is isolated")
+    rules: Rules = setting(help="torch's ready-made attention, which stubs must not reach")
     titles: Mapping[str, str] = setting(key="title", optional=True, read=_titles,
-                                        what="a string or a mapping from language to string")
-    language: str = setting("en")               # the edition `tfcourse build` writes
-    languages: tuple[str, ...] = setting(("en",))
-    feedback: FeedbackOnSubmit = setting(factory=FeedbackOnSubmit)
+                                        what="a string or a mapping from language to string",
+                                        help="the course's title, or one per language")
+    language: str = setting("en", help="the edition `tfcourse build` writes")
+    languages: tuple[str, ...] = setting(("en",), help="the languages of the course's editions")
+    feedback: FeedbackOnSubmit = setting(factory=FeedbackOnSubmit,
+                                         help="the hub's feedback on submit")
     # course.yaml as read, read-only at its top (for a test or a tool that writes a variant)
     raw: Mapping = field(repr=False, compare=False, default_factory=lambda: MappingProxyType({}))
 

@@ -94,3 +94,11 @@ BUGS += [
         "if mask is not None:\n            mask = mask.unsqueeze(1)\n        " + MHA_CALL,
         {"mha.mask": ("[B, 1, 1, Tk]", "unsqueeze")}),
 ]
+
+# issue 23, the mutation run's survivor: every other check builds MultiHeadAttention(12, 3)
+BUGS += [
+    # `&` typed for `%`: (12 & 3) == 0 passes, (12 & 4) == 4 refuses a valid size
+    bug("mha_head_check_bitand", A, "mha-code", "assert d_model % num_heads == 0",
+        "assert d_model & num_heads == 0", {"mha.structure": ("MultiHeadAttention(12, 4)",
+                                                              "multiple")}, exact=True),
+]

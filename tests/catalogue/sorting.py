@@ -77,3 +77,14 @@ BUGS = [
         "y = layer(y, memory, mask, memory_mask)", "y = layer(y, memory, None, memory_mask)",
         {"model.causal": "future", "trained.accuracy": ()}, train=True),
 ]
+
+# issue 23: the review's wins and the mutation run's survivor
+BUGS += [
+    # torch.zeros(y.shape) then filled: float token ids, which the embedding cannot index
+    bug("shift_float_tokens", A, "teacher-code", SHIFT,
+        "torch.cat([start, y[:, :-1]], dim=1).float()", {"teacher.shift": ("integer", "float32")},
+        exact=True),
+    # a default of the signature changed: sequences of 64 tokens get no positions
+    bug("model_default_max_len_short", A, "model-code", "max_len=64):", "max_len=50):",
+        {"model.embed": ("max_len=64", "64 tokens")}, exact=True),
+]

@@ -9,9 +9,9 @@ setup.sh installs with its `grading` extra: pytest), course.yaml,
 and the source notebooks of the assignment and of those it builds on: the reference solution is read
 from them, so run_autograder makes them unreadable to anyone but root before grading, and the
 student's code runs as an unprivileged user (the sandbox sees to that). `python -m
-tfcourse.adapters.gradescope` is what run_autograder runs: it grades with `runner.grade_one` and writes
-results.json atomically; whatever fails, a results.json with score 0 and the reason is written (by
-run_autograder itself when Python cannot even start).
+tfcourse.adapters.gradescope` is what run_autograder runs: it grades with `child.grade_one` and
+writes results.json atomically; whatever fails, a results.json with score 0 and the reason is
+written (by run_autograder itself when Python cannot even start).
 
 The root is /autograder unless TFCOURSE_GRADESCOPE_ROOT says otherwise, and the interpreter is
 /opt/tfcourse/bin/python (where setup.sh installs it) unless TFCOURSE_PYTHON says otherwise: the
@@ -39,7 +39,7 @@ from tfcourse.source import providers
 
 from ..submission.report import Note, SubmissionReport
 from ..batch.results import gradescope_json, say, strict_json, write_atomically
-from ..batch.runner import grade_one
+from ..batch.child import grade_one
 
 ROOT_VARIABLE = "TFCOURSE_GRADESCOPE_ROOT"
 PACKAGES = ("autograder", "tfcourse")

@@ -53,9 +53,10 @@ from tfcourse.course import load_course
 from ..build.outputs import clean_outputs
 from ..submission.report import SubmissionReport
 from ..batch.results import Feedback, feedback, say
-from ..batch.runner import grade_in_child, student_threads, zero_report
-from ..submission.files import (KIND_WORDS, NotebookFile, file_limit_mb, kind_inside,
-                                read_notebook)
+from ..batch.child import grade_in_child, student_threads
+from ..submission.failures import zero_report
+from ..submission.files import KIND_WORDS, NotebookFile, file_limit_mb, kind_inside
+from ..submission.notebooks import read_notebook
 
 PLACEHOLDER = "# graded by tfcourse's autograder (see this cell's output)"
 

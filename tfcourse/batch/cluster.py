@@ -37,9 +37,13 @@ from typing import Callable
 
 from tfcourse.course import Course, CourseError, find_course_root, load_course
 
+from ..submission.failures import failure_report
+from ..submission.files import (Refused, is_notebook_name, kind_inside, listing, open_inside,
+                                split_submission)
+from ..submission.finding import find_notebooks
 from ..submission.report import SubmissionReport
-from ..submission.files import (Refused, find_notebooks, is_notebook_name, kind_inside, listing,
-                                open_inside, split_submission)
+from .child import grade_in_child, grader_version, runtime_versions
+from .survey import printable
 
 COURSE_VARIABLE = "TFCOURSE_COURSE"        # on a worker: the course folder
 SPECIAL = {"link", "fifo", "socket", "device", "other"}      # entries that are never read
@@ -222,8 +226,6 @@ def grade_task(payload: dict) -> str:
     """A Dask task: grade one packed submission on this worker. JSON text: {"report": ...,
     "seconds", "worker", "isolation"}, or {"refused": why, "address"} when this worker cannot
     grade for this client (no course folder, or not the same one, or no bubblewrap)."""
-    from .runner import failure_report, grade_in_child, grader_version, runtime_versions
-
     started, host = time.monotonic(), socket.gethostname()
     try:
         course = worker_course()
@@ -402,8 +404,6 @@ def result_of(batch: Batch, entry, future, say: Callable[[str], None]
     """The report of a finished task; a failure's, saying why, when it brought no report."""
     from distributed import KilledWorker
 
-    from .runner import failure_report
-
     item = entry[0]
     try:
         report, seconds, lines = read_answer(future.result())
@@ -427,77 +427,83 @@ def run_on_cluster(address: str, batch: Batch, outcomes: list, bar) -> None:
     outcome to `outcomes` as it comes. When interrupted, cancel every task sent, then raise."""
     if not batch.todo:
         return
-    from distributed import as_completed
+    dispatch = _Dispatch(batch, connect(address), outcomes, bar)
+    try:
+        dispatch.send()
+        for future in dispatch.pending:
+            entry, payload = dispatch.running.pop(future), dispatch.payloads.pop(future)
+            dispatch.sizes.pop(future, None)
+            refused = refusal_of(future)
+            if refused:                 # that worker gets no more tasks; this one goes elsewhere
+                dispatch.refusing.add(refused.address)
+                workers = dispatch.others()
+                if workers:
+                    dispatch.say(str(refused))
+                    dispatch.submit(entry, payload, workers)
+                    continue
+            dispatch.send()
+            dispatch.done(entry, *result_of(batch, entry, future, dispatch.say))
+    except BaseException:
+        dispatch.client.cancel(list(dispatch.running))
+        raise
+    finally:
+        dispatch.client.close()
 
-    from .runner import failure_report, printable, runtime_versions
 
-    runtime = runtime_versions()
-    client, said = connect(address), set()
-    waiting, pending, running = iter(batch.todo), as_completed(loop=client.loop), {}
+class _Dispatch:
+    """The tasks of one batch on a cluster: those waiting, those sent (with their payloads, to
+    send one again elsewhere, and their sizes), and the workers that refused."""
 
-    def say(line: str) -> None:
-        if line not in said:
-            said.add(line)
+    def __init__(self, batch: Batch, client, outcomes: list, bar):
+        from distributed import as_completed
+
+        self.batch, self.client, self.outcomes, self.bar = batch, client, outcomes, bar
+        self.runtime, self.said = runtime_versions(), set()
+        self.waiting, self.pending = iter(batch.todo), as_completed(loop=client.loop)
+        self.running: dict = {}
+        self.sizes: dict = {}                   # bytes of notebooks in each task sent
+        self.payloads: dict = {}                # each task's payload, to send it again elsewhere
+        self.refusing: set[str] = set()         # workers that refused: sent no more tasks
+
+    def say(self, line: str) -> None:
+        if line not in self.said:
+            self.said.add(line)
             print(f"tfcourse grade: {printable(line)}", file=sys.stderr)   # a worker's words
 
-    def done(entry, report: SubmissionReport, seconds: float) -> None:
-        outcomes.append(batch.record(entry, report, seconds))
-        if bar:
-            bar.update()
+    def done(self, entry, report: SubmissionReport, seconds: float) -> None:
+        self.outcomes.append(self.batch.record(entry, report, seconds))
+        if self.bar:
+            self.bar.update()
 
-    sizes: dict = {}                    # bytes of notebooks in each task sent
-    payloads: dict = {}                 # each task's payload, to send it again elsewhere
-    refusing: set[str] = set()          # workers that refused: sent no more tasks
-
-    def others() -> list[str] | None:
+    def others(self) -> list[str] | None:
         """The workers tasks may go to: any while none refused, else those that did not."""
-        if not refusing:
+        if not self.refusing:
             return None
-        return [w for w in client.scheduler_info()["workers"] if w not in refusing]
+        return [w for w in self.client.scheduler_info()["workers"] if w not in self.refusing]
 
-    def submit(entry, payload: dict, workers: list[str] | None) -> None:
+    def submit(self, entry, payload: dict, workers: list[str] | None) -> None:
         where = {} if workers is None else {"workers": workers, "allow_other_workers": False}
-        future = client.submit(TASK, payload, key=f"tfcourse-grade-{entry[2]}-"
-                               f"{uuid.uuid4().hex[:8]}", pure=False, retries=1, **where)
-        running[future], payloads[future] = entry, payload
-        sizes[future] = sum(len(e.get("data", b"")) for e in
-                            payload["submission"].get("entries", []))
-        pending.add(future)
+        future = self.client.submit(TASK, payload, key=f"tfcourse-grade-{entry[2]}-"
+                                    f"{uuid.uuid4().hex[:8]}", pure=False, retries=1, **where)
+        self.running[future], self.payloads[future] = entry, payload
+        self.sizes[future] = sum(len(e.get("data", b"")) for e in
+                                 payload["submission"].get("entries", []))
+        self.pending.add(future)
 
-    def send() -> None:
-        window = _window(client)
-        while len(running) < window and (not running or sum(sizes.values()) < BYTES_IN_FLIGHT) \
-                and (entry := next(waiting, None)):
+    def send(self) -> None:
+        batch, window = self.batch, _window(self.client)
+        while len(self.running) < window and (not self.running or sum(self.sizes.values()) <
+                                              BYTES_IN_FLIGHT) and (entry := next(self.waiting,
+                                                                                  None)):
             item = entry[0]
             try:
                 packed = pack(batch.course, item.path, item.within, batch.assignment)
             except (OSError, ValueError) as error:      # as its grader would fail to read it
-                done(entry, failure_report(batch.course, item.path, batch.assignment,
-                                           f"the submission could not be read: {error}",
-                                           item.within), 0.0)
+                self.done(entry, failure_report(batch.course, item.path, batch.assignment,
+                                                f"the submission could not be read: {error}",
+                                                item.within), 0.0)
                 continue
-            payload = {"submission": packed, "version": batch.version, "runtime": runtime,
+            payload = {"submission": packed, "version": batch.version, "runtime": self.runtime,
                        "threads": batch.threads, "assignment": batch.assignment,
                        "skip": list(batch.skip)}
-            submit(entry, payload, others())
-
-    try:
-        send()
-        for future in pending:
-            entry, payload = running.pop(future), payloads.pop(future)
-            sizes.pop(future, None)
-            refused = refusal_of(future)
-            if refused:                 # that worker gets no more tasks; this one goes elsewhere
-                refusing.add(refused.address)
-                workers = others()
-                if workers:
-                    say(str(refused))
-                    submit(entry, payload, workers)
-                    continue
-            send()
-            done(entry, *result_of(batch, entry, future, say))
-    except BaseException:
-        client.cancel(list(running))
-        raise
-    finally:
-        client.close()
+            self.submit(entry, payload, self.others())

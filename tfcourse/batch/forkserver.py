@@ -3,9 +3,9 @@ thread, and each submission's grader is a child forked from that pristine proces
 
 `python -m tfcourse.submission` spends about 2.3 of its 3.3 CPU seconds importing torch and pytest.
 Here a server process imports them once and then only forks: each request (the grader's command
-line, environment and folder) becomes a child that runs `tfcourse.submission.__main__.main` exactly as
-the command would, in a session of its own, its stderr on a pipe the runner gave. The server itself
-never grades, so nothing one grading does (a module's state, a cache, an open file) reaches the
+line, environment and folder) becomes a child that runs `tfcourse.submission.__main__.main`
+exactly as the command would, in a session of its own, its stderr on a pipe the runner gave. The
+server itself never grades, so nothing one grading does (a module's state, a cache, an open file) reaches the
 next: every child starts from the same imported-only process. Student code is not involved: it
 runs in the sandbox the child starts, a fresh process in fresh namespaces, as before.
 
@@ -30,7 +30,7 @@ import time
 import traceback
 from pathlib import Path
 
-from ..submission.__main__ import PARENT_VARIABLE
+from ..process import die_with_parent
 
 PRELOAD = ("torch", "pytest", "tfcourse.submission.__main__", "tfcourse.submission.grade",
            "tfcourse.submission.plugin", "tfcourse.submission.framework")
@@ -41,17 +41,16 @@ IMPORT_TIME = ("OMP_", "MKL_", "OPENBLAS_", "TORCH_", "PYTORCH_", "CUDA_", "LD_"
 
 
 # -- the server ---------------------------------------------------------------------------------
-def serve(channel: socket.socket) -> None:
+def serve(channel: socket.socket, parent: int | None = None) -> None:
     """Fork a grader for each request, one at a time. A request comes as two descriptors: a
     memfd holding its JSON (no size limit) and the write end of the grader's stderr pipe. The
     replies carry the request's number: {"id", "pid"} once the grader leads its own session,
     {"id", "status"} once it ended (still unreaped, so its pid is not reused while the runner may
-    signal it), and the grader is reaped when the runner says "reap"."""
+    signal it), and the grader is reaped when the runner says "reap". The server dies with the
+    runner's thread `parent`."""
     import importlib
 
-    from ..submission.__main__ import die_with_parent
-
-    die_with_parent()
+    die_with_parent(parent)
     for name in PRELOAD:
         importlib.import_module(name)
     channel.send(b'{"ready": true}')
@@ -97,8 +96,8 @@ def serve(channel: socket.socket) -> None:
 def _child(request: dict, stderr: int, ready: int, server: int, channel: socket.socket,
            kept: list[int]) -> None:
     """Become the grader of `request`: its own session, stderr, folder and environment, and the
-    descriptors the runner handed on (`kept`, each named by a variable "FD:..." of the request's
-    environment, which now names the descriptor as this process has it)."""
+    descriptors the runner handed on (`kept`, each named by the option of the grader's command
+    line that says its number as this process has it)."""
     code = 1
     try:
         channel.close()
@@ -116,11 +115,12 @@ def _child(request: dict, stderr: int, ready: int, server: int, channel: socket.
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        for name, fd in zip(request.get("kept", []), kept):
-            os.environ[name] = f"{fd}:{os.environ.get(name, '').partition(':')[2]}"
+        args = list(request["args"])
+        for option, fd in zip(request.get("kept", []), kept):
+            args += [option, str(fd)]
         # dies with the server (its pid taken before the fork: were the server gone already,
-        # getppid would name whoever adopted us, and die_with_parent would end us at once)
-        os.environ[PARENT_VARIABLE] = str(server)
+        # getppid would name whoever adopted us, and die_with_parent ends us at once)
+        die_with_parent(server)
         import random
 
         random.seed()                   # as a fresh interpreter, not the server's sequences
@@ -130,8 +130,8 @@ def _child(request: dict, stderr: int, ready: int, server: int, channel: socket.
         import importlib
 
         module = importlib.import_module(request.get("module", GRADER))
-        sys.argv = [module.__name__, *request["args"]]
-        code = module.main(request["args"])
+        sys.argv = [module.__name__, *args]
+        code = module.main(args)
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else 1
     except BaseException:
@@ -208,9 +208,10 @@ class ForkServer:
 
     def __init__(self, cwd: Path, env: dict | None = None):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        environment = {**(os.environ if env is None else env), PARENT_VARIABLE: str(os.getpid())}
+        environment = dict(os.environ if env is None else env)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tfcourse.batch.forkserver", str(theirs.fileno())],
+            [sys.executable, "-m", "tfcourse.batch.forkserver", str(theirs.fileno()),
+             str(os.getpid())],
             pass_fds=[theirs.fileno()], cwd=cwd, env=environment, start_new_session=True,
             stdin=subprocess.DEVNULL)
         theirs.close()
@@ -240,7 +241,7 @@ class ForkServer:
 
     def spawn(self, args: list[str], env: dict, cwd: Path, module: str = GRADER,
               kept: dict[str, int] | None = None) -> ForkedGrader:
-        """Fork a grader; `kept`: descriptors it inherits, by the variable that names each."""
+        """Fork a grader; `kept`: descriptors it inherits, by the option that names each."""
         self.requests += 1
         number = self.requests
         kept = kept or {}
@@ -295,10 +296,8 @@ def enabled() -> bool:
     return os.environ.get(SWITCH, "1") != "0"
 
 
-def spawn(args: list[str], env: dict, cwd: Path, kept: dict[str, int] | None = None
-          ) -> ForkedGrader:
-    """A grader for `args` (the command line of `python -m tfcourse.submission`), forked by this
-    thread's server for `cwd` (started on first use). Raises ServerGone when no server works."""
+def _servers(cwd: Path, env: dict) -> tuple[dict, str]:
+    """This thread's servers, and the key of the one for `cwd` and `env` (the others closed)."""
     servers = getattr(_SERVERS, "by_folder", None)
     if servers is None:
         servers = _SERVERS.by_folder = {}
@@ -307,6 +306,22 @@ def spawn(args: list[str], env: dict, cwd: Path, kept: dict[str, int] | None = N
                                          if name.startswith(IMPORT_TIME)))
     for other in [k for k in servers if k != key]:  # one server a thread: each holds ~300 MB
         servers.pop(other).close()
+    return servers, key
+
+
+def warm(cwd: Path, env: dict) -> None:
+    """Start this thread's server for `cwd` and `env` now, before its first grader is wanted
+    (a service's job slot, as it starts)."""
+    servers, key = _servers(cwd, env)
+    if key not in servers or servers[key].process.poll() is not None:
+        servers[key] = ForkServer(Path(cwd), env)
+
+
+def spawn(args: list[str], env: dict, cwd: Path, kept: dict[str, int] | None = None
+          ) -> ForkedGrader:
+    """A grader for `args` (the command line of `python -m tfcourse.submission`), forked by this
+    thread's server for `cwd` (started on first use). Raises ServerGone when no server works."""
+    servers, key = _servers(cwd, env)
     for attempt in range(2):                # a server that died is started again, once
         server = servers.get(key)
         if server is None or server.process.poll() is not None:
@@ -321,4 +336,4 @@ def spawn(args: list[str], env: dict, cwd: Path, kept: dict[str, int] | None = N
 
 
 if __name__ == "__main__":
-    serve(socket.socket(fileno=int(sys.argv[1])))
+    serve(socket.socket(fileno=int(sys.argv[1])), int(sys.argv[2]) if len(sys.argv) > 2 else None)

@@ -13,37 +13,15 @@ from __future__ import annotations
 import contextlib
 import html
 import json
-import math
 import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfcourse.course import Course, CourseError
-from tfcourse.i18n import LOCALE, message_kind, phrase, render
+from tfcourse.i18n import message_kind, phrase, render
 
-from ..submission.report import SubmissionReport, shown
-
-
-def _course_locale(root: Path) -> Path:
-    """The catalog of a course's own messages (its graders'): autograder/locale."""
-    return Path(root) / "autograder" / "locale"
-
-
-# The course folder this package sits in (tfcourse/ beside autograder/), for `say` without a course.
-FOLDERS = (_course_locale(Path(__file__).resolve().parents[2]), LOCALE)
-
-
-def folders_of(course: Course | None) -> tuple[Path, ...]:
-    """Where messages are translated: the course's catalog (autograder/locale), then tfcourse's."""
-    return FOLDERS if course is None else (_course_locale(course.root), LOCALE)
-
-
-def say(template: str, params: dict | None, lang: str, course: Course | None = None) -> str:
-    """`template` in `lang` (see `folders_of`), each value as `shown` allows (whatever a report
-    holds, no control character or page of student text reaches a page or a terminal)."""
-    params = {key: shown(value) for key, value in (params or {}).items()}
-    return render(template, params, lang, folders_of(course))
+from ..submission.report import FOLDERS, SubmissionReport, finite, folders_of, say, shown
 
 
 def _stubs(course: Course, assignment_id: str, group_id: str) -> str:
@@ -376,18 +354,6 @@ def private_folder(path: Path) -> None:
         except FileExistsError:
             continue
         os.chmod(folder, 0o700)                     # whatever the umask
-
-
-def finite(value):
-    """`value` with every float that is not finite (NaN, infinity: a diverging loss, say) made
-    None, in dicts and lists: JSON has no such numbers, and Gradescope's parser refuses them."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: finite(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite(item) for item in value]
-    return value
 
 
 def strict_json(data) -> str:

@@ -169,6 +169,29 @@ def build(course: Course, lang: str | None = None, execute: bool = True, log=pri
     run_nbgrader(course, release, solutions, lang, execute, db_url=db_url)
     if db_url:
         log("nbgrader's gradebook holds course.yaml's points")
+    failing = failed_cells(solutions, _shown(course, solutions).rstrip("/")) if execute else []
+    if failing:
+        raise BuildError("\n".join(failing) + "\nThe solutions were written, but a solution "
+                         "that fails its own checks must not be released: fix it (or, for a time "
+                         "limit, build on a less busy machine) and build again.")
+
+
+def failed_cells(solutions: Path, label: str) -> list[str]:
+    """The cells of the executed solutions that ended in an error (a check the solution fails,
+    or an exception): one line each, naming the notebook, the cell and the message."""
+    failing = []
+    for path in sorted(solutions.rglob("*.ipynb")) if solutions.exists() else []:
+        for index, cell in enumerate(_load(path).get("cells", [])):
+            for output in cell.get("outputs", []):
+                if output.get("output_type") != "error":
+                    continue
+                where = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") or index
+                said = " ".join(line.strip() for line in output.get("traceback", [])[-3:])
+                said = said if len(said) < 300 else said[:297] + "..."
+                failing.append(f"{label}/{path.relative_to(solutions)}, cell {where}: the "
+                               f"solution fails ({output.get('ename')}: {output.get('evalue')}) "
+                               f"{said}".rstrip())
+    return failing
 
 
 def _shown(course: Course, folder: Path) -> str:
@@ -232,6 +255,7 @@ def check(course: Course, lang: str | None = None, out: Path | None = None) -> l
                                 _shown(course, solutions_dir).rstrip("/"))
     if release_dir == course.release_dir:
         stale += [f"gradebook: {line}" for line in gradebook_disagreements(course)]
+    stale += failed_cells(solutions_dir, _shown(course, solutions_dir).rstrip("/"))
     return stale
 
 
@@ -239,4 +263,4 @@ def _load(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-__all__ = ["build", "check", "edition_dirs", "BuildError", "select_language"]
+__all__ = ["build", "check", "edition_dirs", "failed_cells", "BuildError", "select_language"]

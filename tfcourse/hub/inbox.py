@@ -24,8 +24,9 @@ from pathlib import Path
 
 from tfcourse.course import Course
 from tfcourse.batch.results import private_folder
-from tfcourse.submission.files import (Refused, candidates_in, file_limit_mb, read_inside,
-                                       strip_outputs)
+from tfcourse.submission.files import Refused, file_limit_mb, read_inside
+from tfcourse.submission.finding import candidates_in
+from tfcourse.submission.notebooks import strip_outputs, strippable
 
 from .ledger import remove_tree
 
@@ -123,8 +124,9 @@ class Watcher:
 def snapshot(course: Course, arrival: Arrival, destination: Path) -> list[str]:
     """Copy the assignment's notebooks from `arrival` into `destination` (a new folder, 0700).
     A notebook larger than limits.notebook_mb is copied without its outputs, as the grader reads
-    it; one still larger is not copied. Returns what was not copied, and why (the grader then says
-    the notebook is missing)."""
+    it; one still larger is not copied. One that would take too long to strip (millions of tiny
+    strings: submission.strippable) is copied as it is, for the grader to refuse, saying why.
+    Returns what was not copied, and why (the grader then says the notebook is missing)."""
     partial = destination.with_name(f".partial-{destination.name}")   # keys never start with .
     for old in (partial, destination):          # left by a service that stopped halfway
         remove_tree(old)
@@ -144,11 +146,11 @@ def snapshot(course: Course, arrival: Arrival, destination: Path) -> list[str]:
         try:
             data = bytes(read_inside(base, notebook.parts, file_limit_mb(course), len(parts),
                                      owner=arrival.uid))
-            if len(data) > small:
+            if len(data) > small and strippable(data):
                 data = strip_outputs(data)
-            if len(data) > small:
-                raise Refused("{name} is larger than {limit:g} MB without its outputs",
-                              {"name": name, "limit": course.limit("notebook_mb")})
+                if len(data) > small:
+                    raise Refused("{name} is larger than {limit:g} MB without its outputs",
+                                  {"name": name, "limit": course.limit("notebook_mb")})
         except (Refused, OSError) as error:
             skipped.append(f"{name}: {error}")
             continue

@@ -6,7 +6,8 @@ Run by JupyterHub as a managed service, as the instructor's account (docs/jupyte
                  is checked (inbox.py), copied, and queued, or recorded as over fair use (ledger.py)
     workers      --jobs threads; each grades one queued submission at a time with the trusted
                  grader in its own process (the sandbox runs the student's code), as `tfcourse
-                 grade` does, and writes its results into the state folder
+                 grade` does, and writes its results into the state folder; with --scheduler,
+                 each sends it to a Dask cluster's workers instead (remote.py)
     page         /services/<name>/ for each logged-in user: their own submissions (page.py);
                  /services/<name>/api/feedback: the same as JSON
 
@@ -28,8 +29,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from tfcourse.course import Course, CourseError
+from tfcourse.batch import runner
+from tfcourse.batch.cluster import ClusterError, require_distributed
 from tfcourse.batch.results import write_results
-from tfcourse.batch.runner import failure_report, grade_in_child, student_threads
+from tfcourse.batch.child import grade_in_child, student_threads
+from tfcourse.batch.runner import SideBySideRefused
+from tfcourse.submission.failures import failure_report
 
 from . import page
 from .inbox import Arrival, Watcher, check_inbound, inbound, owner_of, snapshot
@@ -47,17 +52,23 @@ class Service:
     """The watcher and the grading workers (the page is `make_app`'s). `grade` (for tests):
     a function (course, folder, assignment) -> SubmissionReport; default: the sandboxed grader."""
 
-    def __init__(self, course: Course, exchange: Path, state: Path, *, jobs: int = 1,
+    def __init__(self, course: Course, exchange: Path, state: Path, *, jobs: int | None = 1,
                  lang: str | None = None, poll: float = 2.0, trust_names: bool = False,
-                 clock=time.time, grade=None):
+                 clock=time.time, grade=None, scheduler: str | None = None,
+                 skip: list[str] = ()):
         self.course, self.exchange = course, Path(exchange)
         self.inbox = inbound(self.exchange, course.id)
         self.watcher = Watcher(self.inbox)
         self.ledger = Ledger(state)
-        self.jobs, self.poll, self.trust_names = max(1, jobs), poll, trust_names
+        # None: as many as the cluster's workers have threads (with a scheduler), else 1
+        self.jobs_given, self.jobs = jobs, max(1, jobs or 1)
+        self.poll, self.trust_names = poll, trust_names
         self.lang = lang or course.language
         self.clock = clock
         self.grade = grade or self._grade_in_sandbox
+        self.scheduler = scheduler              # a Dask scheduler's address: graded there
+        self.skip = list(skip)                  # checks not graded here ("not graded: skipped")
+        self.remote = None                      # its client, once started (remote.Remote)
         self.turns = threading.Condition()      # queued records wait here for a worker
         self.busy: set[str] = set()             # students one of whose submissions is graded now
         self.stopping = threading.Event()
@@ -94,8 +105,21 @@ class Service:
     # -- starting and stopping ----------------------------------------------------------------
     def start(self) -> None:
         """Claim the state folder, take up what was pending, start the workers and the
-        watcher."""
+        watcher. Raises SideBySideRefused where student code runs as a plain process and this
+        service would grade students side by side or leave them its state folder to read (a
+        cluster's workers refuse that mode themselves: cluster.without_bubblewrap);
+        cluster.ClusterError when its scheduler cannot be reached."""
+        if self.scheduler is None:
+            self.refuse_side_by_side()
         self.ledger.claim()
+        if self.scheduler is not None:
+            from .remote import Remote
+
+            self.remote = Remote(self.course, self.scheduler)
+            if self.grade == self._grade_in_sandbox:
+                self.grade = self._grade_on_cluster
+            if self.jobs_given is None:
+                self.jobs = self.remote.slots()
         again = self.ledger.load()
         for record in sorted(self.ledger.all(), key=lambda r: r.graded_at or 0):
             self.timing.add(record.assignment, record.seconds)
@@ -106,6 +130,18 @@ class Service:
         self.threads.append(threading.Thread(target=self._watch, name="watcher", daemon=True))
         for thread in self.threads:
             thread.start()
+
+    def refuse_side_by_side(self) -> None:
+        """`tfcourse grade`'s checks where student code runs as a plain process (sandbox.isolation:
+        process), all students as one user: one submission at a time (--jobs 1), and nothing in
+        the state folder (classmates' notebooks, results, records) readable by that user."""
+        runner.refuse_side_by_side(self.course, self.jobs)
+        tops = [self.ledger.state / name for name in ("records", "snapshots", "results", "report")]
+        inside = list(tops)
+        for folder in tops:
+            for top, folders, files in os.walk(folder):
+                inside += [Path(top, name) for name in folders + files]
+        runner.refuse_readable(self.course, inside)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -255,6 +291,7 @@ class Service:
                         self.trouble(f"{record.key} not started: {error}")
                     else:
                         self.busy.add(record.student)
+                        log.info("%s: grading (attempt %d)", record.key, taken.attempts)
                         self.started[record.key] = self.clock()
                         self._played = (-math.inf, {})  # the queue changed
                         return taken
@@ -286,6 +323,7 @@ class Service:
         return False
 
     def _work(self) -> None:
+        self._warm()
         while (record := self.next_turn()) is not None:
             try:
                 self.grade_one(record)
@@ -297,6 +335,22 @@ class Service:
                     self.started.pop(record.key, None)
                     self.turns.notify_all()
 
+    def _warm(self) -> None:
+        """Start this job slot's zygote (its students' processes are forked from it) and fork
+        server (its graders are), both at once, as the slot starts: not at its first grading,
+        which would wait for them (25-30 s on a loaded machine, after each restart)."""
+        if self.grade != self._grade_in_sandbox:
+            return
+        from tfcourse.batch import forkserver
+        from tfcourse.sandbox import forked
+
+        try:
+            forked.zygote_for(self.course, student_threads(self.course))  # started, not awaited
+            if forkserver.enabled():
+                forkserver.warm(self.course.root, dict(os.environ))
+        except Exception:                       # the first grading starts them as it would have
+            log.warning("a job slot could not warm up:\n%s", traceback.format_exc())
+
     def grade_one(self, record: Record) -> None:
         """Grade `record` (taken by `next_turn`) and record its results. Results that cannot be
         written (a full disk) are kept, and the submission queued again, to be written later."""
@@ -307,10 +361,11 @@ class Service:
             if self.stopping.is_set():          # stopped while grading: graded after the restart
                 return
             report.submission = f"{record.student}, {page.when(record.received)}"
-            seconds = self.clock() - started
+            seconds, started = self.clock() - started, self.clock()
         try:
             results = write_results(self.course, report, self.ledger.results_folder(record.key),
                                     self.lang)
+            seconds += self.clock() - started   # the slot's whole time: its results written too
             done = self.ledger.finish(replace(record, seconds=round(seconds, 2)), results,
                                       failed=bool(report.error), now=self.clock())
         except OSError as error:
@@ -339,9 +394,13 @@ class Service:
 
     def _grade_in_sandbox(self, course: Course, folder: Path, assignment: str):
         snapshots = self.ledger.state / "snapshots"
-        return grade_in_child(course, folder, assignment, student_threads(course), [],
+        return grade_in_child(course, folder, assignment, student_threads(course), self.skip,
                               [self.ledger.state.resolve(), self.exchange.resolve()],
                               within=snapshots)
+
+    def _grade_on_cluster(self, course: Course, folder: Path, assignment: str):
+        return self.remote.grade(course, folder, assignment, self.ledger.state / "snapshots",
+                                 self.skip)
 
     # -- what the page shows ----------------------------------------------------------------------
     def waits(self, fresh: bool = False) -> dict[str, Wait]:
@@ -482,8 +541,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state", type=Path,
                         help="where the service keeps its queue and results (default: "
                              "COURSE/feedback-service)")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="submissions graded at once (default: 1)")
+    parser.add_argument("--jobs", type=int,
+                        help="submissions graded at once (default: 1; with --scheduler, the "
+                             "cluster's worker threads when the service starts)")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="grade on the workers of this Dask scheduler (tcp://host:8786, or a "
+                             "scheduler file), as `tfcourse grade --scheduler` does")
+    parser.add_argument("--skip", nargs="*", default=[],
+                        help="checks not graded on submit, shown as such (e.g. "
+                             "trained.accuracy: a training too long for the hub's machine)")
     parser.add_argument("--poll", type=float, default=2.0,
                         help="seconds between looks at the exchange (default: 2)")
     parser.add_argument("--lang", help="language of the feedback (default: course.yaml's)")
@@ -498,13 +564,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(course: Course, options) -> int:
+    runner.hide_command_line("tfcourse feedback-service")   # no path for student code to read
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     state = options.state or course.root / "feedback-service"
-    service = Service(course, options.exchange, state, jobs=options.jobs, lang=options.lang,
-                      poll=options.poll, trust_names=options.trust_names)
+    service = Service(course, options.exchange, state, jobs=options.jobs,
+                      lang=options.lang, poll=options.poll, trust_names=options.trust_names,
+                      scheduler=options.scheduler, skip=options.skip)
     try:
+        if options.scheduler:
+            require_distributed()
         service.start()
-    except AlreadyRunning as error:
+    except (AlreadyRunning, SideBySideRefused, ClusterError) as error:
         print(f"tfcourse feedback-service: {error}", file=sys.stderr)
         return 2
     log.info("watching %s, %d grader(s), state in %s", service.inbox, service.jobs, state)

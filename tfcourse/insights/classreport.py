@@ -27,7 +27,7 @@ from tfcourse.batch.results import folders_of, write_atomically
 from tfcourse.i18n import render
 
 RESULTS_MB = 8              # a results.json is a few KB; a larger file is not one grading wrote
-# The kinds of message that mean a submission hit a limit of the sandbox (grading/framework.py).
+# The kinds of message that mean a submission hit a limit of the sandbox (submission/framework.py).
 LIMIT_KINDS = ("took longer than", "used more memory than allowed", "went over a limit of the "
                "sandbox", "your code ended the grading process")
 
@@ -284,6 +284,24 @@ def _figures(summary: ClassSummary, folder: Path, say, hours=(), deadline=None) 
     from matplotlib import pyplot as plt
 
     files = {}
+    drawn = [("scores", "scores.png", True, lambda: _scores_figure(plt, summary, say)),
+             ("together", "together.png", bool(summary.together),
+              lambda: _together_figure(plt, summary, say)),
+             ("per_hour", "per-hour.png", bool(hours),
+              lambda: _hours_figure(plt, hours, deadline, say)),
+             ("cost", "cost.png", bool(summary.seconds), lambda: _cost_figure(plt, summary, say))]
+    for name, file, wanted, draw in drawn:
+        if wanted:
+            figure = draw()
+            figure.tight_layout()
+            figure.savefig(folder / file, dpi=110)
+            plt.close(figure)
+            files[name] = file
+    return files
+
+
+def _scores_figure(plt, summary: ClassSummary, say):
+    """The scores' histogram, with the quartiles."""
     figure, axes = plt.subplots(figsize=(7, 3))
     top = summary.max_score or max(summary.scores, default=1.0) or 1.0
     axes.hist(summary.scores, bins=min(20, max(5, int(top) + 1)), range=(0, top),
@@ -293,58 +311,51 @@ def _figures(summary: ClassSummary, folder: Path, say, hours=(), deadline=None) 
     low, median, high = summary.quartiles
     for value, style in ((low, ":"), (median, "--"), (high, ":")):
         axes.axvline(value, color="#333", linestyle=style, linewidth=1)
-    figure.tight_layout()
-    figure.savefig(folder / "scores.png", dpi=110)
-    plt.close(figure)
-    files["scores"] = "scores.png"
+    return figure
 
+
+def _together_figure(plt, summary: ClassSummary, say):
+    """How many submissions fail each pair of checks together, as a grid."""
     failed = list(dict.fromkeys(a for a, _ in summary.together))
-    if failed:
-        size = max(3.0, 0.45 * len(failed) + 1.5)
-        figure, axes = plt.subplots(figsize=(size + 1, size))
-        grid = [[summary.together[(a, b)] for b in failed] for a in failed]
-        image = axes.imshow(grid, cmap="Reds", vmin=0)
-        axes.set_xticks(range(len(failed)), failed, rotation=60, ha="right", fontsize=8)
-        axes.set_yticks(range(len(failed)), failed, fontsize=8)
-        for i, row in enumerate(grid):
-            for j, value in enumerate(row):
-                if value:
-                    axes.text(j, i, str(value), ha="center", va="center", fontsize=7,
-                              color="white" if value > 0.6 * max(map(max, grid)) else "black")
-        figure.colorbar(image, ax=axes, shrink=0.7, label=say("submissions failing both"))
-        figure.tight_layout()
-        figure.savefig(folder / "together.png", dpi=110)
-        plt.close(figure)
-        files["together"] = "together.png"
+    size = max(3.0, 0.45 * len(failed) + 1.5)
+    figure, axes = plt.subplots(figsize=(size + 1, size))
+    grid = [[summary.together[(a, b)] for b in failed] for a in failed]
+    image = axes.imshow(grid, cmap="Reds", vmin=0)
+    axes.set_xticks(range(len(failed)), failed, rotation=60, ha="right", fontsize=8)
+    axes.set_yticks(range(len(failed)), failed, fontsize=8)
+    for i, row in enumerate(grid):
+        for j, value in enumerate(row):
+            if value:
+                axes.text(j, i, str(value), ha="center", va="center", fontsize=7,
+                          color="white" if value > 0.6 * max(map(max, grid)) else "black")
+    figure.colorbar(image, ax=axes, shrink=0.7, label=say("submissions failing both"))
+    return figure
 
-    if hours:
-        figure, axes = plt.subplots(figsize=(7, 2.8))
-        start, end = min(hours) // 1, max(hours) // 1 + 1
-        axes.hist(hours, bins=max(1, int(end - start)), range=(start, end), color="#6a9f58",
-                  edgecolor="white")
-        if deadline is not None:
-            axes.axvline(deadline, color="#c62828", linewidth=1.5)
-        axes.set_xlabel(say("hours from the deadline") if deadline is not None
-                        else say("hours from the first submission"))
-        axes.set_ylabel(say("submissions"))
-        figure.tight_layout()
-        figure.savefig(folder / "per-hour.png", dpi=110)
-        plt.close(figure)
-        files["per_hour"] = "per-hour.png"
 
-    if summary.seconds:
-        figure, (left, right) = plt.subplots(1, 2, figsize=(8, 3))
-        left.boxplot(summary.seconds, widths=0.5)
-        left.set_ylabel(say("grading time (s)"))
-        left.set_xticks([])
-        right.boxplot(summary.memory_mb, widths=0.5)
-        right.set_ylabel(say("peak memory (MB)"))
-        right.set_xticks([])
-        figure.tight_layout()
-        figure.savefig(folder / "cost.png", dpi=110)
-        plt.close(figure)
-        files["cost"] = "cost.png"
-    return files
+def _hours_figure(plt, hours, deadline, say):
+    """Submissions per hour, from the deadline (0) or from the first."""
+    figure, axes = plt.subplots(figsize=(7, 2.8))
+    start, end = min(hours) // 1, max(hours) // 1 + 1
+    axes.hist(hours, bins=max(1, int(end - start)), range=(start, end), color="#6a9f58",
+              edgecolor="white")
+    if deadline is not None:
+        axes.axvline(deadline, color="#c62828", linewidth=1.5)
+    axes.set_xlabel(say("hours from the deadline") if deadline is not None
+                    else say("hours from the first submission"))
+    axes.set_ylabel(say("submissions"))
+    return figure
+
+
+def _cost_figure(plt, summary: ClassSummary, say):
+    """Grading time and peak memory per submission, as boxes."""
+    figure, (left, right) = plt.subplots(1, 2, figsize=(8, 3))
+    left.boxplot(summary.seconds, widths=0.5)
+    left.set_ylabel(say("grading time (s)"))
+    left.set_xticks([])
+    right.boxplot(summary.memory_mb, widths=0.5)
+    right.set_ylabel(say("peak memory (MB)"))
+    right.set_xticks([])
+    return figure
 
 
 def _write_csv(path: Path, header: list[str], rows: list[list]) -> None:

@@ -96,14 +96,16 @@ def boilerplate_hashes(code: str):
 def read_class(course: Course, paths: list[Path], assignment: str | None
                ) -> tuple[str | None, dict[str, str], list[str]]:
     """(the assignment, submission name -> the code its student wrote, lines about what could not
-    be read). Submissions are found as `tfcourse grade` finds them."""
-    from tfcourse.batch.runner import expand
-    from tfcourse.submission.files import find_notebooks, read_notebook
+    be read). Submissions are found as `tfcourse grade` finds them: a notebook not named as the
+    course's (`alice.ipynb`) is the assignment whose cells it has."""
+    from tfcourse.batch.survey import expand
+    from tfcourse.submission.finding import find_notebooks
+    from tfcourse.submission.notebooks import read_notebook
 
     codes, problems, seen = {}, [], Counter()
     released: dict[str, set[str]] = {}
     for name, path in expand(course, list(paths)):
-        found, candidates = find_notebooks(course, path, assignment)
+        found, candidates = find_notebooks(course, path, assignment, by_content=True)
         if found is None:
             problems.append(f"{name}: no notebook of the course")
             continue
@@ -329,7 +331,9 @@ code each way (pairs.csv has them all).</p>
 
 
 def run(course: Course, paths: list[Path], out: Path, assignment: str | None = None,
-        known: Path | None = None, threshold: float = THRESHOLD) -> tuple[Path, list[Pair]]:
+        known: Path | None = None, threshold: float = THRESHOLD
+        ) -> tuple[Path, list[Pair], list[str]]:
+    """(the index page, the pairs listed, lines about what was not read or not compared)."""
     assignment, codes, problems = read_class(course, paths, assignment)
     boilerplate = released_code(course, assignment)[0] if assignment else ""
     documents = fingerprint_all(codes, known_sources(known), boilerplate)
@@ -339,4 +343,5 @@ def run(course: Course, paths: list[Path], out: Path, assignment: str | None = N
     pairs = compare(documents, threshold)
     groups = clusters([pair for pair in pairs if not pair.first.startswith("known: ")
                        and not pair.second.startswith("known: ")])
-    return write_pages(pairs, groups, documents, out, threshold, problems), pairs
+    page = write_pages(pairs, groups, documents, out, threshold, problems)
+    return page, pairs, problems

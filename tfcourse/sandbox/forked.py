@@ -3,7 +3,8 @@ machine allows it: grading as root, in bubblewrap, with one torch thread.
 
 - The runner holds one zygote per thread (`zygote_for`, like the grader's fork server), started in
   bubblewrap with the very allow-list, interpreter and environment a student's process gets, and
-  hands its control socket to each grader it starts (TFCOURSE_ZYGOTE="FD:KEY").
+  hands its control socket to each grader it starts (`--zygote-fd FD`, and the KEY it was made
+  for in the grader's job; TFCOURSE_ZYGOTE="FD:KEY" where no job says, as in tests).
 - A grader's `open_sandbox` forks the student's process from it (`ForkedSandbox`) when the
   zygote's KEY is that of the grader's own sandbox (the same bwrap arguments but the work folder's
   files, the same interpreter, environment, harness, user and threads); else, or when the zygote
@@ -35,7 +36,7 @@ import time
 from pathlib import Path
 
 from .binds import INSIDE_LIB
-from .launch import (NOT_ORPHANS, SANDBOX_FOLDER, Sandbox, SandboxConfig, _die_with_grader,
+from .launch import (NOT_ORPHANS, Sandbox, SandboxConfig, _die_with_grader, sandbox_folder,
                      _memory_file, course_standins)
 from .limits import Cgroup
 
@@ -309,8 +310,7 @@ class ForkedSandbox(Sandbox):
     def start_afresh(self) -> None:
         """From now on a fresh sandbox (launch.Sandbox's way), with folders of its own."""
         self.forked = False
-        self.base = Path(tempfile.mkdtemp(prefix="tfgrade-",
-                                          dir=os.environ.get(SANDBOX_FOLDER)))
+        self.base = Path(tempfile.mkdtemp(prefix="tfgrade-", dir=sandbox_folder(self.config)))
         self.work, self.lib = self.base / "work", self.base / "lib"
         super()._prepare_folders()
 
@@ -328,7 +328,8 @@ class ForkedSandbox(Sandbox):
     def _start_forked(self) -> tuple[int, int]:
         # As a fresh sandbox counts: its bwrap is one process more in the cgroup than the init.
         limits = self.config.limits
-        self.cgroup = Cgroup.create(dataclasses.replace(limits, processes=limits.processes - 1))
+        self.cgroup = Cgroup.create(dataclasses.replace(limits, processes=limits.processes - 1),
+                                    self.config.cgroup_parents)
         if self.cgroup is None or self.cgroup.memory is None:
             # The zygote's filter allows AF_UNIX sockets, whose buffers only a cgroup counts: a
             # fresh sandbox's filter, without a cgroup, allows none (seccomp.py)
@@ -440,10 +441,14 @@ def _said_broken(why: str) -> None:
     print(f"tfcourse: a student's process is started afresh: {why}", file=sys.stderr)
 
 
-def open_sandbox(config: SandboxConfig) -> Sandbox:
+def open_sandbox(config: SandboxConfig, zygote: tuple[int, str | None] | None = None) -> Sandbox:
     """The sandbox of one student's process: forked from the runner's zygote where it matches this
-    sandbox, else started afresh (launch.Sandbox)."""
-    fd, _, key = os.environ.get(ZYGOTE_VARIABLE, "").partition(":")
+    sandbox, else started afresh (launch.Sandbox). `zygote`: its control socket and the key it
+    was made for, as a grader's job hands them on (None: as ZYGOTE_VARIABLE says, "FD:KEY")."""
+    if zygote is None:
+        fd, _, key = os.environ.get(ZYGOTE_VARIABLE, "").partition(":")
+    else:
+        fd, key = str(zygote[0]), zygote[1] or ""
     control = _control(int(fd)) if fd.isdigit() and key and enabled() and not _BROKEN else None
     if control is not None:
         sandbox = ForkedSandbox(config, control)

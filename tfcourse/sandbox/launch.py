@@ -19,11 +19,9 @@ where the machine lets us make one, or else a watchdog, holds the student's proc
 """
 from __future__ import annotations
 
-import ctypes
 import functools
 import json
 import os
-import pwd
 import resource
 import shutil
 import signal
@@ -31,24 +29,20 @@ import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import limits as measure
 from .keeper import reap
 from .binds import (INSIDE_LIB, INSIDE_PYTHON, INSIDE_WORK, Binds, gpu_binds, interpreter_binds,
                     mask_hidden, system_binds, under)
-from .limits import DISK, MEMORY, PROCESSES, Cgroup, Limits
+from .limits import DISK, MEMORY, PROCESSES, Cgroup
+from ..process import signal_on_parent_death
 from .seccomp import student_filter
+# (SANDBOX_FOLDER, Isolation, bwrap_works and course_standins: for those who start sandboxes)
+from .settings import (SANDBOX_FOLDER, Isolation, SandboxConfig, _unshare_flags,  # noqa: F401
+                       bwrap_works, choose_isolation, course_standins, sandbox_folder)
 
-HARNESS = ("worker.py", "channel.py")
-# The course's stand-ins (modules the graders put in place of a student's parts), copied beside
-# the worker from the course folder: autograder/<this name>.
-STANDINS = "standins.py"
-PR_SET_CHILD_SUBREAPER = 36
-PR_SET_PDEATHSIG = 1
-# Where sandboxes are made (else in the system's temporary folder): the runner sets it.
-SANDBOX_FOLDER = "TFCOURSE_SANDBOX_FOLDER"
+HARNESS = ("worker.py", "channel.py", "rulebook.py")
 ALWAYS_HIDDEN = (Path("/root"), Path("/home"), Path("/tmp"))
 WATCH_SECONDS = 0.2
 # Open files of each student's process (a student has no use for more)
@@ -56,9 +50,6 @@ OPEN_FILES = 256
 # Children of this process that are no sandbox's orphans: the keepers of the zygotes it holds
 # (forked.py), where it also opens sandboxes of its own (tests do)
 NOT_ORPHANS: set[int] = set()
-DEFAULT_LIMITS = {"memory_mb": 3072, "disk_mb": 256, "processes": 64, "output_kb": 256}
-# sandbox.accept_weaker: how much weaker than bubblewrap course.yaml lets the isolation be.
-WEAKER = {False: 0, "no": 0, True: 1, "process": 1, "same-user": 2}
 SIGNAL_WORDS = {      # how a student's process ended, in words that follow "it"
     "SIGSEGV": "crashed with a segmentation fault (SIGSEGV: native code read memory it must not)",
     "SIGBUS": "crashed with a bus error (SIGBUS)",
@@ -102,192 +93,7 @@ def kernel_environment(cpu_kernels: str) -> dict[str, str]:
     return {}
 
 
-@dataclass
-class SandboxConfig:
-    isolation: str = "auto"
-    user: str = "nobody"
-    memory_mb: int = DEFAULT_LIMITS["memory_mb"]
-    disk_mb: int = DEFAULT_LIMITS["disk_mb"]
-    processes: int = DEFAULT_LIMITS["processes"]
-    output_kb: int = DEFAULT_LIMITS["output_kb"]
-    threads: int = 1
-    cpu_kernels: str = "avx2"
-    gpu: bool = False
-    accept_weaker: object = False
-    hide: list[Path] = field(default_factory=list)
-    files: dict[str, str] = field(default_factory=dict)    # name in the work folder -> text
-    harness: dict[str, str] = field(default_factory=dict)  # name beside the worker -> text
-
-    @classmethod
-    def from_course(cls, course, files: dict[str, str], threads: int,
-                    hide: list[Path]) -> "SandboxConfig":
-        """The sandbox course.yaml asks for, with the course folder and `hide` out of sight."""
-        limit = {name: getattr(course.limits, name) for name in DEFAULT_LIMITS}
-        settings = course.sandbox                  # checked when course.yaml was read
-        return cls(isolation=settings.isolation, user=settings.user, gpu=settings.gpu,
-                   accept_weaker=settings.accept_weaker, cpu_kernels=settings.cpu_kernels,
-                   threads=threads, hide=[course.root, *hide], files=files,
-                   harness=course_standins(course), **limit)
-
-    @property
-    def limits(self) -> Limits:
-        return Limits(self.memory_mb, self.disk_mb, self.processes)
-
-
-def course_standins(course) -> dict[str, str]:
-    """The course's stand-ins module, for the worker to import (none when the course has none)."""
-    path = course.root / "autograder" / STANDINS
-    return {STANDINS: path.read_text(encoding="utf-8")} if path.is_file() else {}
-
-
-# -- choosing the isolation ---------------------------------------------------------------------
-@dataclass(frozen=True)
-class Isolation:
-    """How student code will run: the mode, the (uid, gid) it drops to, a note for the results
-    when it is weaker than bubblewrap, or why it must not run at all."""
-    mode: str
-    user: tuple[int, int] | None = None
-    warning: str | None = None
-    refusal: str | None = None
-
-
-@functools.lru_cache(maxsize=None)
-def bwrap_problem() -> str | None:
-    """Why bubblewrap cannot isolate student code on this machine, or None when it can (asked
-    once, with the options the sandbox uses)."""
-    if not shutil.which("bwrap"):
-        return "bubblewrap is not installed"
-    if os.geteuid() == 0 and not shutil.which("setpriv"):
-        return "setpriv (util-linux), which drops to the sandbox user inside bubblewrap, is missing"
-    try:
-        done = subprocess.run(["bwrap", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
-                               "--size", "65536", "--tmpfs", "/tmp", "--remount-ro", "/",
-                               *_unshare_flags(), "--", "true"], capture_output=True, text=True,
-                              timeout=20)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return f"bubblewrap could not run ({error})"
-    if done.returncode != 0:
-        said = done.stderr.strip().splitlines()
-        return "bubblewrap cannot make its namespaces here" + (f" ({said[-1]})" if said else "")
-    return None
-
-
-def bwrap_works() -> bool:
-    return bwrap_problem() is None
-
-
-def _unshare_flags() -> list[str]:
-    flags = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
-             "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
-    if os.geteuid() == 0:
-        return flags
-    # In its own user namespace, student code could make more (and mount what it likes in
-    # them): bubblewrap 0.8 can forbid that.
-    nested = ["--disable-userns"] if _bwrap_knows("--disable-userns") else []
-    return ["--unshare-user", *nested, *flags]
-
-
-@functools.lru_cache(maxsize=None)
-def _bwrap_knows(option: str) -> bool:
-    try:
-        return option in subprocess.run(["bwrap", "--help"], capture_output=True, text=True,
-                                         timeout=20).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
-def _user_ids(name: str) -> tuple[int, int] | None:
-    try:
-        entry = pwd.getpwnam(name)
-        return entry.pw_uid, entry.pw_gid
-    except KeyError:
-        return None
-
-
-FIX_BWRAP = ("install bubblewrap (apt-get install bubblewrap) where unprivileged user namespaces "
-             "are allowed")
-FIX_PYTHON = ("put the Python environment where {user!r} can read and run it (python3 -m venv "
-              "/opt/tfcourse, install the course there, chmod -R a+rX /opt/tfcourse, and grade "
-              "with /opt/tfcourse/bin/python)")
-NOT_RUN = "student code was not run: "
-
-
-def choose_isolation(config: SandboxConfig) -> Isolation:
-    """The isolation this machine gives and course.yaml accepts; see docs/sandbox.md."""
-    accepted = WEAKER.get(config.accept_weaker)
-    if accepted is None:
-        return Isolation("none", refusal=f"{NOT_RUN}sandbox.accept_weaker is "
-                                         f"{config.accept_weaker!r}; use false, process or "
-                                         f"same-user")
-    if config.isolation not in ("auto", "bwrap", "process"):
-        return Isolation("none", refusal=f"{NOT_RUN}sandbox.isolation is {config.isolation!r}; "
-                                         f"use auto, bwrap or process")
-    if config.isolation == "process":
-        why, fix = ("course.yaml asks for sandbox.isolation: process",
-                    f"set sandbox.isolation: auto and {FIX_BWRAP}")
-    else:
-        problem = bwrap_problem()
-        if problem is None:
-            return _bubblewrap(config, accepted)
-        why, fix = f"bubblewrap cannot be used here ({problem})", FIX_BWRAP
-    if accepted < 1:
-        return Isolation("none", refusal=(
-            f"{NOT_RUN}{why}, so it would run as a plain process that can read this machine's "
-            f"files, and course.yaml does not accept weaker isolation. To fix: {fix}; or, where "
-            f"student code may see the machine (a throwaway container, as on Gradescope), set "
-            f"sandbox.accept_weaker: process in course.yaml"))
-    return _plain_process(config, accepted)
-
-
-def _bubblewrap(config: SandboxConfig, accepted: int) -> Isolation:
-    if os.geteuid() != 0:        # in its own user namespace, as our user, seeing the allow-list
-        return Isolation("bwrap")
-    user = _user_ids(config.user)
-    if user is not None:
-        return Isolation("bwrap", user)
-    if accepted < 2:
-        return Isolation("none", refusal=(
-            f"{NOT_RUN}sandbox.user {config.user!r} does not exist on this machine, and "
-            f"course.yaml does not accept running student code as root. To fix: create that "
-            f"user or name another in sandbox.user"))
-    return Isolation("bwrap", None, f"sandbox.user {config.user!r} does not exist: student code "
-                                    f"runs as root (sandbox.accept_weaker: same-user)")
-
-
-def _plain_process(config: SandboxConfig, accepted: int) -> Isolation:
-    """A plain process: as `sandbox.user` when grading as root and that user can run the
-    interpreter; as the grader's own user only where course.yaml accepts that too."""
-    me = pwd.getpwuid(os.geteuid()).pw_name if os.geteuid() else "root"
-    if os.geteuid() == 0:
-        user = _user_ids(config.user)
-        if user is not None and measure.interpreter_footprint_kb(user) is not None:
-            return Isolation("process", user, (
-                f"student code runs as a plain process, not in bubblewrap "
-                f"(sandbox.accept_weaker: {config.accept_weaker}): it can read what user "
-                f"{config.user!r} can read on this machine"))
-        why = (f"user {config.user!r} cannot run {sys.executable} with torch" if user else
-               f"sandbox.user {config.user!r} does not exist")
-        fix = FIX_PYTHON.format(user=config.user) if user else "create that user"
-    else:
-        why, fix = ("without bubblewrap, student code would run as the grader's own user",
-                    f"{FIX_BWRAP}, or grade as root")
-    if accepted < 2:
-        return Isolation("none", refusal=(
-            f"{NOT_RUN}{why}, so it would run as {me}, able to change the graders and the "
-            f"results, and course.yaml does not accept that. To fix: {fix}"))
-    return Isolation("process", None, f"{why}: student code runs as {me}, the grader's own user "
-                                      f"(sandbox.accept_weaker: same-user)")
-
-
 # -- the watchdog's view of the processes -------------------------------------------------------
-def set_subreaper() -> None:
-    """Make orphans of our children (a student's daemon, say) become ours, so we find them."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-
-
 def _process_table() -> dict[int, int]:
     """pid -> parent pid, for every process we can see."""
     table = {}
@@ -327,7 +133,7 @@ class Sandbox:
         self.process: subprocess.Popen | None = None
         self.cgroup: Cgroup | None = None
         self.fd_in = self.fd_out = -1
-        self.base = Path(tempfile.mkdtemp(prefix="tfgrade-", dir=os.environ.get(SANDBOX_FOLDER)))
+        self.base = Path(tempfile.mkdtemp(prefix="tfgrade-", dir=sandbox_folder(config)))
         self.work, self.lib = self.base / "work", self.base / "lib"
         self.output = bytearray()
         self.output_dropped = 0
@@ -483,7 +289,7 @@ class Sandbox:
         """Start the keeper, which starts the student's process; nothing when grading refused."""
         if self.refusal:
             return -1, -1
-        self.cgroup = Cgroup.create(self.config.limits)
+        self.cgroup = Cgroup.create(self.config.limits, self.config.cgroup_parents)
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         spec = self._keeper_spec(to_child_r, from_child_w)
@@ -719,10 +525,7 @@ def _memory_file(data: bytes) -> int:
 def _die_with_grader() -> None:
     """In the keeper, before it starts: SIGTERM when the grader dies, so that it ends the
     sandbox (the keeper checks that the grader did not die before this was set)."""
-    try:
-        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+    signal_on_parent_death(signal.SIGTERM)
 
 
 def describe(course) -> str:

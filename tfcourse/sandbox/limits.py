@@ -122,10 +122,13 @@ def parents_of(cgroup: Cgroup) -> str:
                        for controller, folder in zip(controllers, cgroup.folders)})
 
 
-def _given_parent(controller: str) -> Path | None:
-    """Where PARENT_VARIABLE says this process makes cgroups of `controller` ("" for v2)."""
+def _given_parent(controller: str, parents: dict[str, str] | None = None) -> Path | None:
+    """Where `parents` (None: PARENT_VARIABLE) says this process makes cgroups of `controller`
+    ("" for v2)."""
     try:
-        given = json.loads(os.environ.get(PARENT_VARIABLE, "{}")).get(controller)
+        if parents is None:
+            parents = json.loads(os.environ.get(PARENT_VARIABLE, "{}"))
+        given = parents.get(controller)
     except (ValueError, AttributeError):
         return None
     return Path(given) if isinstance(given, str) and Path(given).is_dir() else None
@@ -158,12 +161,14 @@ class Cgroup:
 
     # -- making ---------------------------------------------------------------------------------
     @classmethod
-    def create(cls, limits: Limits) -> "Cgroup | None":
-        """A new cgroup with the limits set, or None where this machine lets us make none."""
+    def create(cls, limits: Limits, parents: dict[str, str] | None = None) -> "Cgroup | None":
+        """A new cgroup with the limits set, or None where this machine lets us make none.
+        `parents`: the folders to make it in, by controller ("" for v2), as `parents_of` gives
+        them (a grader's job does); None: as PARENT_VARIABLE says, else beside this process."""
         name = f"{CGROUP_PREFIX}-{_pid_namespace()}-{os.getpid()}-{time.monotonic_ns()}"
         for make in (cls._create_v2, cls._create_v1):
             try:
-                made = make(name, limits)
+                made = make(name, limits, parents)
             except OSError:
                 made = None
             if made is not None:
@@ -171,8 +176,9 @@ class Cgroup:
         return None
 
     @classmethod
-    def _create_v2(cls, name: str, limits: Limits) -> "Cgroup | None":
-        for parent in _v2_parents():
+    def _create_v2(cls, name: str, limits: Limits, parents: dict[str, str] | None = None
+                   ) -> "Cgroup | None":
+        for parent in _v2_parents(parents):
             folder = parent / name
             try:
                 folder.mkdir()
@@ -192,10 +198,11 @@ class Cgroup:
         return None
 
     @classmethod
-    def _create_v1(cls, name: str, limits: Limits) -> "Cgroup | None":
+    def _create_v1(cls, name: str, limits: Limits, parents: dict[str, str] | None = None
+                   ) -> "Cgroup | None":
         made = cls(1)
         for controller in (MEMORY, "pids"):
-            parent = _given_parent(controller) or _own_folder(controller)
+            parent = _given_parent(controller, parents) or _own_folder(controller)
             if parent is None or not os.access(parent, os.W_OK):
                 continue
             _sweep(parent)
@@ -301,11 +308,11 @@ def _removed(folder: Path) -> bool:
     return True
 
 
-def _v2_parents() -> list[Path]:
+def _v2_parents(parents: dict[str, str] | None = None) -> list[Path]:
     """Where a cgroup v2 child with the memory and pids controllers can be made: this process's
     own cgroup when it can hand them down, else the nearest ancestor we may write to that does
     (its own processes keep a cgroup from handing controllers down, except at the root)."""
-    given = _given_parent("")
+    given = _given_parent("", parents)
     if given is not None:
         return [given]
     own = _own_folder("")

@@ -11,14 +11,17 @@ import os
 import select
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from . import channel
 from .forked import open_sandbox
 from .launch import Sandbox, SandboxConfig
 
-if TYPE_CHECKING:
-    from ..submission.files import Cell
+@dataclass
+class Cell:
+    """One piece of code to run in the student's process."""
+    label: str          # what a student recognises: a grade id, or its position ("7": cell 7)
+    source: str
+    from_student: bool = True
 
 
 @dataclass

@@ -1,9 +1,10 @@
 """The student's side of the boundary: runs a submission's cells, then answers the grader's requests.
 
-Started by the trusted grader inside the sandbox, with this file, channel.py and standins.py copied
-beside it. It holds no grader and no reference solution: it executes student code on inputs the
-grader sends and sends back what came out, as plain tensors and numbers. Every verdict is made on
-the other side, so nothing this process (or the student code in it) says can award a point.
+Started by the trusted grader inside the sandbox, with this file, channel.py, rulebook.py and
+standins.py copied beside it. It holds no grader and no reference solution: it executes student
+code on inputs the grader sends and sends back what came out, as plain tensors and numbers. Every
+verdict is made on the other side, so nothing this process (or the student code in it) says can
+award a point.
 """
 import argparse
 import builtins
@@ -15,6 +16,7 @@ import time
 import traceback
 
 import channel
+import rulebook
 import torch
 
 try:                            # the course's stand-ins (autograder/standins.py), copied beside
@@ -262,136 +264,142 @@ class Worker:
         request it happened in (`serve` reads and empties `self.tripped`, the list every wrapper
         appends to). Wrapped: the names in course.yaml `rules.forbidden` and what else in torch
         reaches the same code: the functions of torch, torch.nn.functional, torch._C._nn and
-        torch._VF named like them (RELATIVES below, the table of autograder/rules.py), the
-        torch.ops.aten operators and their overloads (torch.ops.aten._scaled_dot_product_
-        attention_math.default), and __init__ and forward of the classes (nn.MultiheadAttention,
-        nn.Transformer*, under every name they have). The wrappers have no __wrapped__.
+        torch._VF named like them (RELATIVES, the table of rulebook.py that the static rule reads
+        too), the torch.ops.aten operators and their overloads (torch.ops.aten._scaled_dot_
+        product_attention_math.default), and __init__ and forward of the classes
+        (nn.MultiheadAttention, nn.Transformer*, under every name they have). The wrappers have
+        no __wrapped__.
 
         The student's code runs in this process, so it can undo this (or find the original
-        function some other way): the static rule (autograder/rules.py) is the main defence, and
+        function some other way): the static rule (submission/rules.py) is the main defence, and
         this the second net, for what that rule cannot see."""
-        import re
-        relatives = {       # == autograder/rules.py RELATIVES (tests/test_rules.py compares them)
-            "scaled_dot_product_attention": r"scaled_dot|sdpa|(?:^|_)sdp(?:_|$)|flash_attention|"
-                                            r"efficient_attention|cudnn_attention|fused_attention|"
-                                            r"flex_attention|CausalBias|causal_lower_right|"
-                                            r"causal_upper_left",
-            "multi_head_attention_forward": r"multi_head_attention",
-            "MultiheadAttention": r"MultiheadAttention",
-            "TransformerEncoderLayer": r"TransformerEncoderLayer|transformer_encoder_layer",
-            "TransformerDecoderLayer": r"TransformerDecoderLayer|transformer_decoder_layer",
-        }
-        tripped = self.tripped
-        matchers = []
-        for dotted in forbidden:
-            last = dotted.rpartition(".")[2]
-            matchers.append((last, re.compile(relatives[last]) if last in relatives else None))
+        matchers = [(last, pattern) for _, last, pattern in rulebook.matchers(forbidden)]
 
         def named_like(name: str) -> bool:
             return any(name == last or (pattern is not None and pattern.search(name))
                        for last, pattern in matchers)
 
-        inside_torch = os.path.dirname(torch.__file__) + os.sep
-
-        def from_torch() -> bool:
-            """Whether the call is torch's own work at an import (registering or looking up its
-            operators, say) rather than the student's: going up from the caller, only torch's
-            frames, then the top level of one of torch's modules, run by the import machinery.
-            Everything else counts: a call from a cell, through torch (CausalBias, a functional
-            wrapper) or the standard library (functools.partial, a thread pool's worker, the
-            import machinery's own helpers called directly), a thread with no cell at all."""
-            frame, last = sys._getframe(2), None
-            while frame is not None and frame.f_code.co_filename.startswith(inside_torch):
-                frame, last = frame.f_back, frame
-            return (frame is not None and last is not None and last.f_code.co_name == "<module>"
-                    and frame.f_code.co_filename.startswith("<frozen importlib"))
-
-        def reporting(function, reported: str):
-            def wrapped(*args, **kwargs):
-                if not from_torch():
-                    tripped.append(reported)
-                return function(*args, **kwargs)
-            for attribute in ("__name__", "__qualname__", "__doc__", "__module__"):
-                try:
-                    setattr(wrapped, attribute, getattr(function, attribute))
-                except (AttributeError, TypeError):
-                    pass
-            wrapped._tripwire = reported
-            return wrapped
-
-        class Operator:
-            """In place of torch.ops.aten.<name>: calling it, or an overload of it, is reported."""
-
-            def __init__(self, target, reported: str):
-                self._target, self._reported = target, reported
-
-            def __call__(self, *args, **kwargs):
-                if not from_torch():
-                    tripped.append(self._reported)
-                return self._target(*args, **kwargs)
-
-            def __getattr__(self, name: str):
-                value = getattr(self._target, name)     # an overload (.default) is the operator
-                if isinstance(value, torch._ops.OpOverload):   # too; .name() and such are not
-                    return Operator(value, self._reported)
-                return value
-
-        def wrap(owner, attribute: str, reported: str) -> None:
-            try:
-                original = getattr(owner, attribute)
-            except (AttributeError, ImportError, RuntimeError):
-                return
-            if getattr(original, "_tripwire", None) or isinstance(original, Operator):
-                return
-            if isinstance(original, type):           # the class itself, whatever its names
-                for method in ("__init__", "forward"):
-                    inner = original.__dict__.get(method)
-                    if inner is not None and not getattr(inner, "_tripwire", None):
-                        setattr(original, method, reporting(inner, reported))
-            elif callable(original):
-                try:
-                    setattr(owner, attribute, reporting(original, reported))
-                except (AttributeError, TypeError):  # an immutable type (_VariableFunctions)
-                    pass
-
         for dotted in forbidden:
             module_name, _, attribute = dotted.rpartition(".")
             try:
-                wrap(importlib.import_module(module_name), attribute, dotted)
+                _wrap(importlib.import_module(module_name), attribute, dotted, self.tripped)
             except ImportError:
                 continue
         if not matchers:
             return
-        namespaces = {"torch": torch, "torch.nn.functional": torch.nn.functional,
-                      "torch._C._nn": torch._C._nn, "torch._VF": torch._VF, "torch.nn": torch.nn,
-                      "torch.nn.modules.activation": torch.nn.modules.activation,
-                      "torch.nn.modules.transformer": torch.nn.modules.transformer}
-        try:                                 # attention biases that call the fused kernels
-            import torch.nn.attention.bias as biases
-            namespaces["torch.nn.attention.bias"] = biases
-        except ImportError:
-            pass
-        for prefix, namespace in namespaces.items():
+        for prefix, namespace in _namespaces().items():
             names = set(dir(namespace))
             if prefix == "torch._VF":                # a module that forwards to this class
                 names |= set(dir(torch._C._VariableFunctions))
             for name in sorted(names):
                 if not name.startswith("__") and named_like(name):
-                    wrap(namespace, name, f"{prefix}.{name}")
+                    _wrap(namespace, name, f"{prefix}.{name}", self.tripped)
+        _wrap_operators(named_like, self.tripped)
+
+
+# -- the tripwire's pieces -----------------------------------------------------------------------
+_INSIDE_TORCH = os.path.dirname(torch.__file__) + os.sep
+
+
+def _from_torch() -> bool:
+    """Whether the call is torch's own work at an import (registering or looking up its
+    operators, say) rather than the student's: going up from the caller, only torch's
+    frames, then the top level of one of torch's modules, run by the import machinery.
+    Everything else counts: a call from a cell, through torch (CausalBias, a functional
+    wrapper) or the standard library (functools.partial, a thread pool's worker, the
+    import machinery's own helpers called directly), a thread with no cell at all.
+    Called by a wrapper, so the caller is two frames up."""
+    frame, last = sys._getframe(2), None
+    while frame is not None and frame.f_code.co_filename.startswith(_INSIDE_TORCH):
+        frame, last = frame.f_back, frame
+    return (frame is not None and last is not None and last.f_code.co_name == "<module>"
+            and frame.f_code.co_filename.startswith("<frozen importlib"))
+
+
+def _reporting(function, reported: str, tripped: list):
+    def wrapped(*args, **kwargs):
+        if not _from_torch():
+            tripped.append(reported)
+        return function(*args, **kwargs)
+    for attribute in ("__name__", "__qualname__", "__doc__", "__module__"):
         try:
-            operators = torch._C._dispatch_get_all_op_names()
-        except (AttributeError, RuntimeError):
-            operators = []
-        for full in sorted(operators):
-            namespace, _, name = full.partition("::")
-            name = name.split(".")[0]
-            if namespace == "aten" and named_like(name):
-                try:
-                    packet = getattr(torch.ops.aten, name)
-                except (AttributeError, RuntimeError):
-                    continue
-                if not isinstance(packet, Operator):
-                    setattr(torch.ops.aten, name, Operator(packet, f"torch.ops.aten.{name}"))
+            setattr(wrapped, attribute, getattr(function, attribute))
+        except (AttributeError, TypeError):
+            pass
+    wrapped._tripwire = reported
+    return wrapped
+
+
+class _Operator:
+    """In place of torch.ops.aten.<name>: calling it, or an overload of it, is reported."""
+
+    def __init__(self, target, reported: str, tripped: list):
+        self._target, self._reported, self._tripped = target, reported, tripped
+
+    def __call__(self, *args, **kwargs):
+        if not _from_torch():
+            self._tripped.append(self._reported)
+        return self._target(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        value = getattr(self._target, name)     # an overload (.default) is the operator
+        if isinstance(value, torch._ops.OpOverload):   # too; .name() and such are not
+            return _Operator(value, self._reported, self._tripped)
+        return value
+
+
+def _wrap(owner, attribute: str, reported: str, tripped: list) -> None:
+    """Report every call of `owner.attribute`: a function, or a class's __init__ and forward."""
+    try:
+        original = getattr(owner, attribute)
+    except (AttributeError, ImportError, RuntimeError):
+        return
+    if getattr(original, "_tripwire", None) or isinstance(original, _Operator):
+        return
+    if isinstance(original, type):           # the class itself, whatever its names
+        for method in ("__init__", "forward"):
+            inner = original.__dict__.get(method)
+            if inner is not None and not getattr(inner, "_tripwire", None):
+                setattr(original, method, _reporting(inner, reported, tripped))
+    elif callable(original):
+        try:
+            setattr(owner, attribute, _reporting(original, reported, tripped))
+        except (AttributeError, TypeError):  # an immutable type (_VariableFunctions)
+            pass
+
+
+def _namespaces() -> dict:
+    """The modules of torch whose members named like a forbidden API are wrapped."""
+    namespaces = {"torch": torch, "torch.nn.functional": torch.nn.functional,
+                  "torch._C._nn": torch._C._nn, "torch._VF": torch._VF, "torch.nn": torch.nn,
+                  "torch.nn.modules.activation": torch.nn.modules.activation,
+                  "torch.nn.modules.transformer": torch.nn.modules.transformer}
+    try:                                 # attention biases that call the fused kernels
+        import torch.nn.attention.bias as biases
+        namespaces["torch.nn.attention.bias"] = biases
+    except ImportError:
+        pass
+    return namespaces
+
+
+def _wrap_operators(named_like, tripped: list) -> None:
+    """torch.ops.aten's operators named like a forbidden API, each in an _Operator."""
+    try:
+        operators = torch._C._dispatch_get_all_op_names()
+    except (AttributeError, RuntimeError):
+        operators = []
+    for full in sorted(operators):
+        namespace, _, name = full.partition("::")
+        name = name.split(".")[0]
+        if namespace == "aten" and named_like(name):
+            try:
+                packet = getattr(torch.ops.aten, name)
+            except (AttributeError, RuntimeError):
+                continue
+            if not isinstance(packet, _Operator):
+                setattr(torch.ops.aten, name, _Operator(packet, f"torch.ops.aten.{name}",
+                                                        tripped))
+
 
 _MISSING = object()
 

@@ -14,6 +14,7 @@ exit status 3, instead of running the notebook again in a kernel of its own, and
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -71,26 +72,50 @@ def run_visible_checks(path: Path, timeout: int = 600) -> int:
         print(f"tfcourse check: not run here: this is the kernel of the check of "
               f"{os.environ[KERNEL_MARK]}, and a check does not start another one")
         return REFUSED
-    import nbformat
-
-    from .. import notebook
     from ..i18n import render
+    needs_kernel = render("tfcourse check runs the notebook in a Jupyter kernel: run it where "
+                          "JupyterLab is installed, or pip install nbclient ipykernel", {}, "en")
+    if importlib.util.find_spec("nbclient") is None:
+        print(needs_kernel)
+        return 2
+    try:            # a file that is not there is said at once, before nbformat and nbclient load
+        path.open("rb").close()
+        import nbformat
+        nb = nbformat.read(str(path), as_version=4)
+    except (OSError, ValueError) as error:
+        print(render("cannot read {path}: {error}", {"path": path, "error": error}, "en"))
+        return 2
     try:        # a Jupyter kernel runs the notebook: nbclient comes with JupyterLab
         from nbclient import NotebookClient
         from nbclient.exceptions import CellTimeoutError, DeadKernelError
     except ImportError:
-        print(render("tfcourse check runs the notebook in a Jupyter kernel: run it where "
-                     "JupyterLab is installed, or pip install nbclient ipykernel", {}, "en"))
-        return 2
-    try:
-        nb = nbformat.read(str(path), as_version=4)
-    except (OSError, ValueError) as error:
-        print(render("cannot read {path}: {error}", {"path": path, "error": error}, "en"))
+        print(needs_kernel)
         return 2
     lang = (nb.metadata.get("tfcourse") or {}).get("lang", "en")
 
     def say(template: str, **params) -> str:
         return render(template, params, lang)
+
+    tests, skipped = _prepare(nb)
+    client = NotebookClient(nb, timeout=timeout, allow_errors=True,
+                            resources={"metadata": {"path": str(path.resolve().parent)}})
+    _announce(nb, path, say)
+    stopped = None
+    try:
+        # The kernel's own log (transport warnings) is noise to a student; outputs come by messages.
+        client.execute(stderr=subprocess.DEVNULL,
+                       env={**os.environ, KERNEL_MARK: str(path.resolve())})
+    except CellTimeoutError:
+        stopped = say("a cell ran longer than {seconds} s, so the run stopped there", seconds=timeout)
+    except DeadKernelError:
+        stopped = say("the kernel died (out of memory?), so the run stopped there")
+    return _report(nb, tests, skipped, stopped, say)
+
+
+def _prepare(nb) -> tuple[list, list[str]]:
+    """The notebook as a fresh run sees it: no saved outputs, no hidden tests, and no cell that
+    starts another check. Returns its test cells and the check commands left out."""
+    from .. import notebook
 
     for cell in nb.cells:               # saved outputs would pass for cells a stopped run missed
         if cell.cell_type == "code":
@@ -104,22 +129,22 @@ def run_visible_checks(path: Path, timeout: int = 600) -> int:
         if command is not None:
             skipped.append(command)
             cell.source = ""            # nbclient runs no cell without code
-    client = NotebookClient(nb, timeout=timeout, allow_errors=True,
-                            resources={"metadata": {"path": str(path.resolve().parent)}})
+    return tests, skipped
+
+
+def _announce(nb, path: Path, say) -> None:
+    from .. import notebook
+
     if notebook.cells_with_role(nb, "recipe"):
         print(say("running {path} as it is saved on disk (its training cells too, so this can "
                   "take a few minutes)...", path=path))
     else:
         print(say("running {path} as it is saved on disk...", path=path))
-    stopped = None
-    try:
-        # The kernel's own log (transport warnings) is noise to a student; outputs come by messages.
-        client.execute(stderr=subprocess.DEVNULL,
-                       env={**os.environ, KERNEL_MARK: str(path.resolve())})
-    except CellTimeoutError:
-        stopped = say("a cell ran longer than {seconds} s, so the run stopped there", seconds=timeout)
-    except DeadKernelError:
-        stopped = say("the kernel died (out of memory?), so the run stopped there")
+
+
+def _report(nb, tests: list, skipped: list[str], stopped: str | None, say) -> int:
+    """Print what the run did: cells skipped, answer cells that raised, each visible check."""
+    from .. import notebook
 
     for line in skipped:
         print(f"\n[{say('SKIPPED')}] " + say("the cell with `{line}` was not run: a check does not "

@@ -1,58 +1,58 @@
-"""The trusted grader process: `python -m tfcourse.submission SUBMISSION --course DIR --out REPORT.json`.
+"""The trusted grader process: `python -m tfcourse.submission --job JOB.json`, or by hand
+`python -m tfcourse.submission SUBMISSION --course DIR --out REPORT.json`.
 
-Grades one submission and writes its report as JSON (atomically, readable by its owner only). The
-student's sandbox is started before the graders are imported, so that both interpreters load torch
-at the same time: a few seconds saved on every submission. Whatever goes wrong, a report is written,
-and it lists every check of the assignment when the assignment is known.
+Grades one submission and writes its report as JSON (atomically, readable by its owner only). Its
+job (job.py) says what to grade and how: the runner resolves it and writes it; from the command
+line, the options make one. The student's sandbox is started before the graders are imported, so
+that both interpreters load torch at the same time: a few seconds saved on every submission.
+Whatever goes wrong, a report is written, and it lists every check of the assignment when the
+assignment is known.
 
-Started by the runner, it dies with it: the runner's pid comes in TFCOURSE_GRADER_PARENT, and the
-kernel sends this process SIGKILL when that process ends (PR_SET_PDEATHSIG), even by SIGKILL.
+Started by the runner, it dies with it: the runner's pid comes as `--parent PID`, and the kernel
+sends this process SIGKILL when that process ends (PR_SET_PDEATHSIG), even by SIGKILL. Forked by
+the runner's fork server, it dies with the server, which sees to it before the grader starts.
 """
 import argparse
-import ctypes
 import errno
 import json
 import os
-import signal
 import sys
 import traceback
 from pathlib import Path
 
 from tfcourse.course import load_course
 
-from .reference import helper_files
-from .report import Note, SubmissionReport
-from ..batch.results import finite
+from ..process import PARENT_OPTION, die_with_parent, hide_command_line, set_subreaper
 from ..sandbox.forked import open_sandbox
-from ..sandbox.launch import SandboxConfig, set_subreaper
-from .files import KIND_WORDS, find_notebooks, kind_inside, split_submission
-
-PR_SET_PDEATHSIG = 1
-PARENT_VARIABLE = "TFCOURSE_GRADER_PARENT"      # set by the runner and the fork server
-MEMORY_VARIABLE = "TFCOURSE_GRADER_MEMORY_MB"   # set by the runner where no cgroup holds this
+from ..sandbox.launch import SandboxConfig
+from .failures import failure_report, refused_root
+from .finding import find_notebooks
+from .job import Job, JobError
+from .reference import helper_files
+from .report import SubmissionReport, finite
 
 
 class OverMemory(MemoryError):
     """This grader's memory limit (`limit_own_memory`) was reached."""
 
 
-def limit_own_memory() -> int | None:
+def limit_own_memory(asked: int | None) -> int | None:
     """Where the runner could make no cgroup to hold this grader, its heap and private mappings
-    (RLIMIT_DATA) may grow by limits.grader_memory_mb beyond what it holds now: an allocation past
-    that fails with MemoryError. The limit in MB, or None where none was asked for."""
+    (RLIMIT_DATA) may grow by limits.grader_memory_mb (`asked`, from the job) beyond what it holds
+    now: an allocation past that fails with MemoryError. The limit in MB, or None where none was
+    asked for."""
     import resource
 
-    asked = os.environ.pop(MEMORY_VARIABLE, "")
-    if not asked.isdigit():
+    if asked is None:
         return None
     with open("/proc/self/status", encoding="ascii") as status:
         held = next((int(line.split()[1]) for line in status if line.startswith("VmData:")), 0)
     hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
-    soft = (held << 10) + (int(asked) << 20)
+    soft = (held << 10) + (asked << 20)
     if hard != resource.RLIM_INFINITY:
         soft = min(soft, hard)
     resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
-    return int(asked)
+    return asked
 
 
 def out_of_memory(error: BaseException | None) -> bool:
@@ -82,86 +82,55 @@ def over_memory(limit_mb: int | None) -> str:
             f"(limits.grader_memory_mb) and was stopped")
 
 
-def die_with_parent() -> None:
-    """SIGKILL for this process when the runner that started it ends. A runner that ended before
-    this was set is seen in getppid (this process has another parent by then)."""
-    parent = os.environ.pop(PARENT_VARIABLE, "")
-    if not parent.isdigit():
-        return
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != int(parent):
-        os._exit(1)
+def sandbox_config(course, job: Job, assignment_id: str) -> SandboxConfig:
+    """The settings of the job's sandboxes: the course's, with the job's threads, what it hides,
+    and where its sandboxes and their cgroups are made."""
+    config = SandboxConfig.from_course(course, helper_files(course, assignment_id), job.threads,
+                                       [job.submission, *job.hide])
+    config.folder, config.cgroup_parents = job.sandbox_folder, dict(job.cgroup_parents)
+    return config
 
 
-def refused_root(course, submission: Path, within: Path | None, assignment_id: str | None,
-                 skip=()):
-    """The report for a submission that is itself a link, a pipe or a device: never followed nor
-    opened; every check of its assignment (when known) at 0, and a note that says why."""
-    from ..batch.runner import zero_report
-
-    base, parts = split_submission(submission, within)
-    kind = kind_inside(base, parts)
-    if kind in ("file", "folder", "missing"):
-        return None
-    if assignment_id is None:
-        for assignment in course.assignments:
-            if parts[-1] in assignment.notebooks:
-                assignment_id = assignment.id
-                break
-    report = zero_report(course, assignment_id, submission.name,
-                         "not graded: the notebook could not be read", skip=skip)
-    report.notes.append(Note("{name} is {what}; only regular files and folders are graded",
-                             {"name": parts[-1], "what": KIND_WORDS[kind]}, "error"))
-    return report
-
-
-def grade(options) -> dict:
-    """Grade the submission of the command line; the report as plain data."""
+def grade(job: Job, memory_mb: int | None, zygote_fd: int | None) -> dict:
+    """Grade the job's submission; the report as plain data."""
     sandbox = None
-    assignment_id = options.assignment
+    assignment_id = job.assignment
     try:
-        course = load_course(options.course)
-        refused = refused_root(course, options.submission, options.within, assignment_id,
-                               options.skip)
+        course = load_course(job.course)
+        refused = refused_root(course, job.submission, job.within, assignment_id, job.skip)
         if refused is not None:
             return refused.to_dict()
-        assignment_id, notebooks = find_notebooks(course, options.submission, assignment_id,
-                                                  options.within, by_content=True)
+        assignment_id, notebooks = find_notebooks(course, job.submission, assignment_id,
+                                                  job.within, by_content=True)
         config = None
         if assignment_id is not None:
-            config = SandboxConfig.from_course(course, helper_files(course, assignment_id),
-                                               options.threads,
-                                               [options.submission, *options.hide])
-            sandbox = open_sandbox(config)
+            config = sandbox_config(course, job, assignment_id)
+            zygote = (zygote_fd, job.zygote_key) if zygote_fd is not None else None
+            sandbox = open_sandbox(config, zygote)
             sandbox.start()
         from .grade import grade_submission          # the graders load while the sandbox starts
 
-        report = grade_submission(course, options.submission, assignment_id, notebooks, config,
-                                  skip=frozenset(options.skip), prestarted=sandbox)
+        report = grade_submission(course, job.submission, assignment_id, notebooks, config,
+                                  skip=frozenset(job.skip), prestarted=sandbox)
         return report.to_dict()
     except Exception as error:                       # a grader bug: say so, score nothing
-        memory = getattr(options, "memory_mb", None) is not None and out_of_memory(error)
+        memory = memory_mb is not None and out_of_memory(error)
         if memory:                                   # over its own limit: what is left to do
             lift_own_limit()                         # needs a little
         if sandbox is not None:
             sandbox.close()
-        return failed(options, assignment_id,
-                      over_memory(options.memory_mb) if memory else traceback.format_exc())
+        return failed(job, assignment_id,
+                      over_memory(memory_mb) if memory else traceback.format_exc())
 
 
-def failed(options, assignment_id: str | None, problem: str) -> dict:
+def failed(job: Job, assignment_id: str | None, problem: str) -> dict:
     """The report of a grader that failed: every check of the assignment (when known) at 0."""
     try:
-        from ..batch.runner import failure_report
-
-        course = load_course(options.course)
-        report = failure_report(course, options.submission, assignment_id, problem,
-                                options.within, options.skip)
+        course = load_course(job.course)
+        report = failure_report(course, job.submission, assignment_id, problem, job.within,
+                                job.skip)
     except Exception:                                # not even the course: say so, plainly
-        report = SubmissionReport(assignment_id or "", options.submission.name, error=problem)
+        report = SubmissionReport(assignment_id or "", job.submission.name, error=problem)
     return report.to_dict()
 
 
@@ -174,35 +143,63 @@ def write_report(path: Path, data: dict) -> None:
     os.replace(temporary, path)
 
 
-def main(argv=None) -> int:
+def parse(argv) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Grade one submission (trusted process).")
-    parser.add_argument("submission", type=Path)
-    parser.add_argument("--course", type=Path, required=True)
-    parser.add_argument("--out", type=Path, required=True, help="where to write the JSON report")
+    parser.add_argument("submission", type=Path, nargs="?")
+    parser.add_argument("--job", type=Path, help="the job the runner resolved (job.py)")
+    parser.add_argument("--course", type=Path)
+    parser.add_argument("--out", type=Path, help="where to write the JSON report")
     parser.add_argument("--within", type=Path, help="the instructor's folder the submission was "
                         "found in: no link below it is followed (default: the one above it)")
     parser.add_argument("--assignment")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--skip", nargs="*", default=[])
     parser.add_argument("--hide", nargs="*", default=[], type=Path)
+    parser.add_argument(PARENT_OPTION, type=int, dest="parent",
+                        help="the pid of the process this one dies with")
+    parser.add_argument("--zygote-fd", type=int, help="the zygote's control socket (the job "
+                        "names the sandbox it was made for)")
     options = parser.parse_args(argv)
-    if argv is None:                   # a fresh interpreter: its command line names the paths
-        from ..batch.runner import hide_command_line
+    if options.job is None and (options.submission is None or options.course is None or
+                                options.out is None):
+        parser.error("give --job, or a submission with --course and --out")
+    return options
 
+
+def job_of(options) -> Job:
+    """The job given (--job), or the one the command line's options make."""
+    if options.job is not None:
+        return Job.read(options.job)
+    absolute = Path.cwd()
+    return Job(submission=absolute / options.submission, course=absolute / options.course,
+               out=absolute / options.out,
+               within=None if options.within is None else absolute / options.within,
+               assignment=options.assignment, threads=options.threads, skip=tuple(options.skip),
+               hide=tuple(absolute / path for path in options.hide))
+
+
+def main(argv=None) -> int:
+    options = parse(argv)
+    if argv is None:                   # a fresh interpreter: its command line names the paths
         hide_command_line("tfcourse.submission")
-    die_with_parent()                  # before any sandbox is started
+    die_with_parent(options.parent)    # before any sandbox is started
     set_subreaper()
-    options.memory_mb = limit_own_memory()
-    data = grade(options)
     try:
-        write_report(options.out, data)
+        job = job_of(options)
+    except JobError as error:          # no report can be written where no job says where
+        print(f"tfcourse.submission: {error}", file=sys.stderr)
+        return 2
+    memory_mb = limit_own_memory(job.memory_mb)
+    data = grade(job, memory_mb, options.zygote_fd)
+    try:
+        write_report(job.out, data)
     except MemoryError:                # over its limit while writing: the failure, written freely
         lift_own_limit()
-        write_report(options.out, failed(options, data.get("assignment") or None,
-                                         over_memory(options.memory_mb)))
+        write_report(job.out, failed(job, data.get("assignment") or None,
+                                     over_memory(memory_mb)))
     except (ValueError, RecursionError):   # something in it cannot be written
-        write_report(options.out, failed(options, data.get("assignment") or None,
-                                         traceback.format_exc()))
+        write_report(job.out, failed(job, data.get("assignment") or None,
+                                     traceback.format_exc()))
     return 0
 
 

@@ -17,6 +17,9 @@ import torch
 from .report import shown
 from ..sandbox.session import ProcessEnded, StudentError, StudentSession, TimedOut
 
+RECORDED_CALLS = 256        # decode calls of a remote stand-in whose input and answer are kept
+
+
 class Fail(Exception):
     """A check failed; the message is an English template filled with `params`, as the student
     reads it (pytest shows it filled in)."""
@@ -437,15 +440,16 @@ class Context:
 
     def remote_probe(self, kind: str, **options) -> tuple[Handle, dict]:
         """A stand-in model whose answers are computed here, by a twin built from `options`;
-        the student's process holds only a handle. Returns the handle and the counts of its
-        calls, kept on this side ({"encode": n, "decode": n})."""
+        the student's process holds only a handle. Returns the handle and the record of its
+        calls, kept on this side: {"encode": n, "decode": n, "decoded": [(tgt_in, logits), ...]}
+        (the first RECORDED_CALLS decode calls, each input and the logits answered)."""
         name = self._name()
         twin = self.standins.probe(kind, **options)
-        counts = {"encode": 0, "decode": 0}
+        counts = {"encode": 0, "decode": 0, "decoded": []}
         vocab = int(options["vocab_size"])
 
         def answer(method: str, args):
-            if method not in counts or not isinstance(args, list) or len(args) != (
+            if method not in ("encode", "decode") or not isinstance(args, list) or len(args) != (
                     1 if method == "encode" else 2):
                 raise ValueError(f"unknown call {method}")
             tokens = args[0]
@@ -462,7 +466,10 @@ class Context:
                         memory.dim() != 3 or memory.shape[0] != tokens.shape[0] or \
                         memory.shape[-1] != twin.src_table.shape[1] or memory.numel() > 1 << 20:
                     raise ValueError("decode takes the memory that encode returned")
-                return twin.decode(tokens.long(), memory.float())
+                logits = twin.decode(tokens.long(), memory.float())
+                if len(counts["decoded"]) < RECORDED_CALLS:
+                    counts["decoded"].append((tokens.long().clone(), logits.clone()))
+                return logits
 
         self.session.callbacks[name] = answer
         self.request("probe", handle=name, kind="remote", options={"vocab_size": vocab})

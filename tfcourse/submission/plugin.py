@@ -15,22 +15,23 @@ prints the points at the end (`--grade-report FILE` writes the report as JSON). 
 (grade.py), and take the report from it.
 
 The plugin is inert for any other test: only tests of a module that course.yaml names as graders
-are graded.
+are graded. It is a `pytest11` entry point, so it loads into every pytest run where tfcourse is
+installed: at load it imports pytest alone; the course, the sandbox and torch are imported when a
+run collects a grader module (or grades a submission).
 """
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from ..course import Course, CourseError, find_course_root, load_course
-from ..sandbox.session import OutOfTime, TimedOut
-from ..source import assignment_source
-from .framework import verdict
-from .report import SubmissionReport, TestResult, shown
+if TYPE_CHECKING:
+    from ..course import Course
+    from .report import SubmissionReport, TestResult
+    from .run import SubmissionRun
 
 GRADING = pytest.StashKey["Grading"]()
 
@@ -39,7 +40,7 @@ GRADING = pytest.StashKey["Grading"]()
 @dataclass
 class Check:
     """A collected grader test: which check of which submission it grades."""
-    run: "SubmissionRun"
+    run: "SubmissionRun"             # run.SubmissionRun
     group: object                  # course.CheckGroup
     test_id: str                   # "sdpa.values"
 
@@ -53,96 +54,11 @@ class Outcome:
     seconds: float = 0.0
 
 
-class SubmissionRun:
-    """One assignment of one submission: its notebooks (each a grade.NotebookRun, made when a
-    check first needs it) and the outcome of each collected test."""
-
-    def __init__(self, course: Course, assignment, name: str, notebooks: dict,
-                 config, *, skip=frozenset(), prestarted=None, standins=None):
-        self.course, self.assignment, self.name = course, assignment, name
-        self.notebooks, self.config, self.skip = notebooks, config, frozenset(skip)
-        self.prestarted, self.standins = prestarted, standins
-        self.started = time.monotonic()
-        self._runs: dict = {}
-        self._notebook_of_group: dict[str, str] | None = None
-        self.outcomes: dict[str, list[Outcome]] = {}
-        self.cases: dict[str, int] = {}          # check id -> its collected tests (parametrized)
-        self.refusals: dict[tuple, tuple[str, dict]] = {}     # CheckGroup.part -> the tripwire's
-        # a session of the command line (pytest autograder/... -k mha): a check deselected, or
-        # not run after -x, is not graded, and its points are left out of the total; in the
-        # trusted grader every check not run scores 0 of its points
-        self.selected_only = False
-        self.deselected: set[str] = set()        # checks with a case deselected (-k, -m)
-
-    def notebook(self, group):
-        """The NotebookRun holding `group`'s test cell."""
-        if self._notebook_of_group is None:
-            source = assignment_source(self.course, self.assignment.id)
-            self._notebook_of_group = {group.id: name for name in self.notebooks
-                                       for group in source.groups_in(name)}
-        name = self._notebook_of_group.get(group.id)
-        if name is None:
-            raise CourseError(f"no notebook of {self.assignment.id} has the test cell "
-                              f"{group.id!r}")
-        return self._run_of(name)
-
-    def _run_of(self, name: str):
-        """The NotebookRun of the notebook `name`, made at the first need (the first one made
-        takes the sandbox started beforehand)."""
-        from .grade import NotebookRun
-
-        if name not in self._runs:
-            self._runs[name] = NotebookRun(self.course, self.assignment, name,
-                                           self.notebooks[name], self.config, self.prestarted,
-                                           self.standins)
-            self.prestarted = None
-        return self._runs[name]
-
-    def record(self, test_id: str, outcome: Outcome) -> None:
-        self.outcomes.setdefault(test_id, []).append(outcome)
-
-    def finish(self) -> SubmissionReport:
-        """Every notebook's report, with a result for every check of course.yaml: a check whose
-        test did not run (deselected, or pytest stopped) is not graded."""
-        report = SubmissionReport(self.assignment.id, self.name)
-        for name in self.notebooks:
-            run = self._run_of(name)      # also a notebook no check ran: read for its notes
-            notebook = run.finish()
-            for group in run.groups:
-                for test_name, points in group.tests.items():
-                    refusal = self.refusals.get(group.part(test_name))
-                    test_id = f"{group.id}.{test_name}"
-                    notebook.tests.append(self._result(test_id, points, refusal))
-            report.notebooks.append(notebook)
-        report.seconds = round(time.monotonic() - self.started, 2)
-        return report
-
-    def _result(self, test_id: str, points: float, refusal) -> TestResult:
-        outcomes = self.outcomes.get(test_id)
-        seconds = sum(outcome.seconds for outcome in outcomes or [])
-        if test_id in self.skip:
-            return TestResult(test_id, 0.0, points, "not graded: skipped", graded=False)
-        if refusal is not None:                  # found after its checks ran: the whole group
-            return TestResult(test_id, 0.0, points, refusal[0],
-                              {key: shown(value) for key, value in refusal[1].items()}, seconds)
-        failed = next((outcome for outcome in outcomes or [] if outcome.points < 1), None)
-        if failed is not None:                   # the first failing case says why
-            return TestResult(test_id, 0.0, points, failed.template, failed.params, seconds,
-                              failed.internal)
-        if test_id in self.deselected:           # not all of its cases were selected
-            return TestResult(test_id, 0.0, points, "not graded: deselected", seconds=seconds,
-                              graded=False)
-        if not outcomes or len(outcomes) < self.cases.get(test_id, 1):   # a case did not run
-            return TestResult(test_id, 0.0, points, "not graded: its grader did not run",
-                              seconds=seconds, graded=not self.selected_only)
-        return TestResult(test_id, points, points, seconds=seconds)
-
-
 class Grading:
     """The plugin's state for one pytest session: which collected tests grade which check, and
     the submissions they grade (given by the trusted grader, or made from the command line)."""
 
-    def __init__(self, course: Course | None = None, runs: dict | None = None, options=None):
+    def __init__(self, course: "Course | None" = None, runs: dict | None = None, options=None):
         self.course, self.runs, self.options = course, dict(runs or {}), options
         self.checks: dict[str, Check] = {}       # item nodeid -> Check
         self.problem = ""                         # why grading could not happen at all
@@ -159,13 +75,14 @@ class Grading:
         return Preset()
 
     # -- from the command line -----------------------------------------------------------------
-    def run_for(self, course: Course, assignment) -> SubmissionRun:
+    def run_for(self, course: "Course", assignment) -> SubmissionRun:
         """The submission a command-line session grades for `assignment`."""
         if assignment.id in self.runs:
             return self.runs[assignment.id]
         from ..sandbox.launch import SandboxConfig
+        from .finding import find_notebooks
         from .reference import helper_files
-        from .files import find_notebooks
+        from .run import SubmissionRun
 
         options = self.options
         submission = options.submission or course.source_dir / assignment.id
@@ -230,6 +147,8 @@ class Grading:
         path = Path(str(getattr(item, "path", "") or item.fspath)).resolve()
         if path.parent.name != "autograder":
             return None
+        from ..course import CourseError, find_course_root, load_course
+
         course = self.course
         if course is None or course.root != path.parent.parent:
             try:
@@ -249,6 +168,9 @@ class Grading:
         check = self.checks.get(item.nodeid)
         if check is None:
             return
+        from ..sandbox.session import OutOfTime, TimedOut
+        from .framework import verdict
+
         if report.when == "call" and report.passed:
             check.run.record(check.test_id, Outcome(1.0, seconds=report.duration))
             return
@@ -268,7 +190,7 @@ class Grading:
         check.run.record(check.test_id, Outcome(0.0, template, params, internal,
                                                 report.duration))
 
-    def finish(self) -> dict[str, SubmissionReport]:
+    def finish(self) -> "dict[str, SubmissionReport]":
         return {assignment_id: run.finish() for assignment_id, run in self.runs.items()}
 
 
@@ -329,20 +251,25 @@ def pytest_collection_modifyitems(session, config, items):
     grading = config.stash[GRADING]
     try:
         grading.collect(config, items)
-    except CourseError as error:
-        grading.problem = str(error)
-        raise pytest.UsageError(str(error)) from None
     except pytest.UsageError as error:
         grading.problem = str(error)
         raise
+    except Exception as error:
+        from ..course import CourseError
+
+        if not isinstance(error, CourseError):
+            raise
+        grading.problem = str(error)
+        raise pytest.UsageError(str(error)) from None
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
-    outcome = yield
+    report = yield
     config = item.config
     if GRADING in config.stash:
-        config.stash[GRADING].record(item, outcome.get_result(), call)
+        config.stash[GRADING].record(item, report, call)
+    return report
 
 
 @pytest.fixture
@@ -363,7 +290,7 @@ def ctx(request):
     tripped = notebook.after_check(check.group, test)
     if tripped is not None:
         check.run.refusals[check.group.part(test)] = tripped
-        from .grade import NotGraded
+        from .run import NotGraded
 
         raise NotGraded(tripped[0], **tripped[1])
 
@@ -396,7 +323,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     reports = getattr(grading, "reports", None) if grading is not None else None
     if not reports:
         return
-    from ..batch.results import say
+    from .report import say
 
     terminalreporter.section("tfcourse: points")
     for report in reports.values():

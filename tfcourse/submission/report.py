@@ -1,11 +1,16 @@
-"""What grading produces, as plain data: the results of each test, notes, timings.
+"""What grading produces, as plain data: the results of each test, notes, timings; and how a
+message of one is said in a language (`say`).
 
 Light on purpose (no torch), so that nbgrader's configuration and the batch runner can read reports
 without loading the grader.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tfcourse.i18n import LOCALE, render
 
 
 PARAM_CHARS = 2000               # the longest value put into a message (a student's text is
@@ -88,3 +93,37 @@ class SubmissionReport:
         return cls(assignment=data["assignment"], submission=data["submission"],
                    notebooks=notebooks, notes=[Note(**n) for n in data.get("notes", [])],
                    seconds=data.get("seconds", 0.0), error=data.get("error"))
+
+
+# -- said, and written --------------------------------------------------------------------------
+def _course_locale(root: Path) -> Path:
+    """The catalog of a course's own messages (its graders'): autograder/locale."""
+    return Path(root) / "autograder" / "locale"
+
+
+# The course folder this package sits in (tfcourse/ beside autograder/), for `say` without a course.
+FOLDERS = (_course_locale(Path(__file__).resolve().parents[2]), LOCALE)
+
+
+def folders_of(course) -> tuple[Path, ...]:
+    """Where messages are translated: the course's catalog (autograder/locale), then tfcourse's."""
+    return FOLDERS if course is None else (_course_locale(course.root), LOCALE)
+
+
+def say(template: str, params: dict | None, lang: str, course=None) -> str:
+    """`template` in `lang` (see `folders_of`), each value as `shown` allows (whatever a report
+    holds, no control character or page of student text reaches a page or a terminal)."""
+    params = {key: shown(value) for key, value in (params or {}).items()}
+    return render(template, params, lang, folders_of(course))
+
+
+def finite(value):
+    """`value` with every float that is not finite (NaN, infinity: a diverging loss, say) made
+    None, in dicts and lists: JSON has no such numbers, and Gradescope's parser refuses them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(item) for item in value]
+    return value

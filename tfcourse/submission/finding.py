@@ -1,0 +1,102 @@
+"""Which notebooks a submission holds, and which assignment they are: by their names, else (in the
+grader) by their cells.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tfcourse import notebook
+from tfcourse.course import Course
+
+from .files import (NotebookFile, Refused, file_limit_mb, is_notebook_name, kind_inside, listing,
+                    split_submission)
+from .notebooks import read_notebook
+
+
+def candidates_in(course: Course, base: Path, parts: tuple[str, ...]
+                  ) -> tuple[dict[str, NotebookFile], list[str]]:
+    """The notebooks of the submission `base/parts...` by name (the shallowest of each name), and
+    the links below it that were not followed. A submission that is not a folder is its own one
+    candidate (a link or a pipe too: reading it says why it is refused)."""
+    limit, skip = file_limit_mb(course), len(parts)
+    kind = kind_inside(base, parts)
+    if kind == "missing":
+        return {}, []
+    if kind != "folder":
+        return {parts[-1]: NotebookFile(base, parts, skip, kind, limit_mb=limit)}, []
+    try:
+        entries = listing(base, parts)
+    except Refused:                              # it was swapped for a link after the look
+        return {parts[-1]: NotebookFile(base, parts, skip, "link", limit_mb=limit)}, []
+    notebooks = sorted((e for e in entries if e.kind != "folder" and is_notebook_name(e.name)),
+                       key=lambda e: (len(e.parts), e.parts))
+    candidates: dict[str, NotebookFile] = {}
+    for entry in notebooks:
+        candidates.setdefault(entry.name, NotebookFile(base, (*parts, *entry.parts), skip,
+                                                       entry.kind, limit_mb=limit))
+    links = ["/".join(e.parts) for e in entries if e.kind == "link"]
+    return candidates, links
+
+
+CONTENT_CANDIDATES = 8      # notebooks read to tell an assignment by their cells, at most
+
+
+def assignment_by_content(course: Course, candidates: dict[str, NotebookFile]
+                          ) -> tuple[str, dict[str, NotebookFile]] | None:
+    """When no notebook's name tells the assignment (a class folder of alice.ipynb, bob.ipynb):
+    the one whose source notebook shares the most grade ids (nbgrader's cell metadata, which a
+    student's notebook keeps) with a candidate, and {its notebook's name: that candidate}. Each
+    candidate is read as the grader reads it, within its limits. None when no candidate shares
+    one, or two assignments share as many."""
+    from tfcourse.source import assignment_source
+
+    known = {(a.id, source.name): set(source.kinds) for a in course.assignments
+             for source in assignment_source(course, a.id).notebooks}
+    matches = []
+    for name, found in sorted(candidates.items())[:CONTENT_CANDIDATES]:
+        raw, _ = read_notebook(found, course.limit("notebook_mb"))
+        if raw is None:
+            continue
+        ids = {notebook.grade_id(cell) for cell in raw["cells"]} - {None}
+        matches += [(len(ids & gids), assignment_id, source, name)
+                    for (assignment_id, source), gids in known.items() if ids & gids]
+    if not matches:
+        return None
+    matches.sort(reverse=True)
+    shared, assignment_id, source, name = matches[0]
+    if any(other[0] == shared and other[1] != assignment_id for other in matches[1:]):
+        return None
+    return assignment_id, {source: candidates[name]}
+
+
+def find_notebooks(course: Course, submission: Path, assignment_id: str | None,
+                   within: Path | None = None, by_content: bool = False):
+    """(assignment id, {notebook name: NotebookFile}) for a folder or a single notebook; the
+    assignment is told from the notebooks' names when not given, else, with `by_content`, from
+    their cells (`assignment_by_content`; None: neither tells it). `within` is the instructor's
+    folder the submission lies in (by default the one above it): no link is followed below it."""
+    base, parts = split_submission(submission, within)
+    candidates, links = candidates_in(course, base, parts)
+    matched: dict[str, NotebookFile] = {}
+    if assignment_id is None:
+        scores = [(sum(name in candidates for name in a.notebooks), a.id)
+                  for a in course.assignments]
+        best = max(scores)
+        found = assignment_by_content(course, candidates) if best[0] == 0 and by_content \
+            else None
+        if best[0] == 0 and found is None:
+            return None, candidates
+        assignment_id, matched = found or (best[1], {})
+    wanted = course.assignment(assignment_id).notebooks
+    if matched:
+        return assignment_id, {name: matched.get(name) or candidates.get(name) or
+                               NotebookFile(base, (*parts, name), len(parts), "missing")
+                               for name in wanted}
+    if len(wanted) == 1 and wanted[0] not in candidates and len(candidates) == 1:
+        # the one notebook, under another name ("attention (1).ipynb", or a file given alone)
+        return assignment_id, {wanted[0]: next(iter(candidates.values()))}
+    others = tuple(sorted(name for name in candidates if name not in wanted))
+    return assignment_id, {name: candidates.get(name) or
+                           NotebookFile(base, (*parts, name), len(parts), "missing", others,
+                                        tuple(links[:20]))
+                           for name in wanted}
