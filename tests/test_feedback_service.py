@@ -934,7 +934,7 @@ def test_a_notebook_too_costly_to_strip_is_copied_for_the_grader_to_refuse(cours
     limit), and the grader, which checks before stripping, says why nothing was graded."""
     import dataclasses
 
-    from tfcourse.submission import files as submission
+    from tfcourse.submission import notebooks as submission
     from tfcourse.hub import inbox
 
     monkeypatch.setattr(submission, "STRIP_TOKENS", 1000)       # as 20 million, made cheap
@@ -954,7 +954,7 @@ def test_a_notebook_too_costly_to_strip_is_copied_for_the_grader_to_refuse(cours
 def test_checks_skipped_on_submit_reach_the_grader(course, tmp_path, monkeypatch):
     """`feedback-service --skip trained.accuracy`: the check is not graded (its training is too
     long for the hub's machine), and the student's results say it was skipped."""
-    from tfcourse.batch.runner import zero_report
+    from tfcourse.submission.failures import zero_report
     from tfcourse.hub import service as module
 
     asked = []
