@@ -219,3 +219,42 @@ def test_each_notebook_has_a_reflection_question_pitfalls_and_collapsed_grading_
         assert question in text and pitfalls in text
         assert text.count("<details>") == text.count("</details>") >= 2
         assert note in text
+
+
+QUESTION = {"en": ("**Predict, then run.**", "**Predict first.**"),
+            "es": ("**Predice y después ejecuta.**", "**Predice primero.**")}
+
+
+def parts_with_a_stub(assignment: str, lang: str) -> dict[str, str]:
+    """Each numbered section ("## 1 · ...") that holds a stub -> its prose in `lang`."""
+    nb = notebook.read(ROOT / "source" / assignment / NOTEBOOK_OF[assignment])
+    parts, heading, has_stub = {}, None, {}
+    for cell in nb.cells:
+        text = notebook.text(cell)
+        if notebook.lang(cell) == "en" and text.startswith("## "):
+            heading = text.splitlines()[0]
+            parts[heading], has_stub[heading] = "", False
+        elif heading and notebook.lang(cell) == lang:
+            parts[heading] += " " + text
+        elif heading and notebook.is_solution(cell):
+            has_stub[heading] = True
+    return {heading: text for heading, text in parts.items() if has_stub[heading]}
+
+
+@pytest.mark.parametrize("assignment", list(NOTEBOOK_OF))
+def test_every_part_with_a_stub_asks_the_student_to_predict_then_run(assignment):
+    for lang in ("en", "es"):
+        parts = parts_with_a_stub(assignment, lang)
+        assert len(parts) >= 3
+        missing = [heading for heading, text in parts.items()
+                   if not any(question in text for question in QUESTION[lang])]
+        assert not missing, f"{assignment} ({lang}): no reflection question in {missing}"
+
+
+def test_the_untrained_attention_maps_point_to_the_trained_one_by_its_section_name():
+    for lang, section in (("en", '"What the trained model looks at"'),
+                          ("es", "«Qué mira el modelo entrenado»")):
+        assert f"## {section[1:-1]}" in prose("03-sorting", lang)
+        for assignment in ("01-attention", "02-layers"):
+            text = prose(assignment, lang)
+            assert text.count(section) >= 1 and ("uniform" in text), (assignment, lang)
