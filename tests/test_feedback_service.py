@@ -1186,3 +1186,29 @@ def test_the_service_warns_of_a_port_any_account_may_bind_and_the_recipe_uses_no
     url = re.search(r'"TFCOURSE_HUB_FEEDBACK_URL", "([^"]+)"', config).group(1)
     assert urlparse(url).port < 1024
     assert url in (ROOT / "docs" / "jupyterhub.md").read_text()
+
+
+def test_submissions_over_fair_use_are_not_copied(course, tmp_path, monkeypatch):
+    """Fair use is looked at before the watcher copies (and strips) a submission's notebooks: a
+    student over it, with notebooks costly to copy, holds up no classmate's queueing (before:
+    three 200 MB notebooks, ~3 s of the single watcher each)."""
+    from tfcourse.hub import service as module
+
+    exchange, clock = tmp_path / "exchange", Clock()
+    feedback = service(course, tmp_path, clock)
+    for n in range(course.feedback.per_hour):
+        clock.now = T0 + n
+        submit(exchange, "mallory", stamp=f"g{n}")
+        feedback.scan()
+        grade_next(feedback)
+    copied = []
+    snapshot = module.snapshot
+    monkeypatch.setattr(module, "snapshot", lambda course, arrival, destination: (
+        copied.append(arrival.named), snapshot(course, arrival, destination))[1])
+    for n in range(3):
+        submit(exchange, "mallory", stamp=f"m{n}")
+    submit(exchange, "bob", stamp="b")
+    feedback.scan()
+    assert copied == ["bob"]
+    assert sorted(r.status for r in feedback.ledger.of_student("mallory")) == \
+        [GRADED] * course.feedback.per_hour + [LIMITED] * 3

@@ -211,6 +211,14 @@ class Ledger:
             return sum(r.student == student and r.received > now - DAY
                        for r in self.records.values()) >= FLOOD
 
+    def wait(self, record: Record, per_hour: int, per_day: int) -> float | None:
+        """When fair use allows `record` to be graded (next_allowed: None, now)."""
+        with self._lock:
+            times = [r.received for r in self.records.values()
+                     if r.student == record.student and r.assignment == record.assignment
+                     and counted(r) and r.key != record.key]
+        return next_allowed(times, record.received, per_hour, per_day)
+
     def admit(self, record: Record, per_hour: int, per_day: int) -> bool:
         """Queue `record` if fair use allows one more grading of its student's assignment now;
         else record it as limited, with the time the next one is allowed. Saved either way. A
@@ -223,10 +231,7 @@ class Ledger:
                     self.save(replace(older, status=SUPERSEDED, why="not graded: a newer "
                                       "submission came before its turn"))
                     remove_tree(self.snapshot_folder(older.key))
-            times = [r.received for r in self.records.values()
-                     if r.student == record.student and r.assignment == record.assignment
-                     and counted(r) and r.key != record.key]
-            wait = next_allowed(times, record.received, per_hour, per_day)
+            wait = self.wait(record, per_hour, per_day)
             if wait is None:
                 record.status = QUEUED
             else:

@@ -238,6 +238,12 @@ class Service:
             self.ledger.save(record)
             log.warning("%s: %s", arrival.key, record.why.format(**record.params))
             return record
+        feedback = self.course.feedback
+        if self.ledger.wait(record, feedback.per_hour, feedback.per_day) is not None:
+            with self.turns:                    # not copied: a student over fair use with big
+                self.ledger.admit(record, feedback.per_hour, feedback.per_day)  # notebooks
+            log.info("%s: over fair use, not graded", arrival.key)    # holds up nobody
+            return record
         # Copied before it is queued (no worker sees it half copied); its digest tells a folder
         # renamed, or the same work submitted again, from a new submission.
         self._copy(record, arrival)
@@ -252,7 +258,6 @@ class Service:
             remove_tree(self.ledger.snapshot_folder(record.key))
             log.info("%s: the same notebooks as %s, not graded again", arrival.key, same.key)
             return record
-        feedback = self.course.feedback
         with self.turns:
             if not self.ledger.admit(record, feedback.per_hour, feedback.per_day):
                 remove_tree(self.ledger.snapshot_folder(record.key))
