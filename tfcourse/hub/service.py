@@ -622,6 +622,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(course: Course, options) -> int:
     runner.hide_command_line("tfcourse feedback-service")   # no path for student code to read
+    keep_port_right_to_self()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     state = options.state or course.root / "feedback-service"
     service = Service(course, options.exchange, state, jobs=options.jobs,
@@ -679,6 +680,20 @@ def _serve(service: Service, instructors: set[str], done: threading.Event) -> in
                      daemon=True).start()
     loop.start()
     return 0
+
+
+def keep_port_right_to_self() -> None:
+    """The recipe starts the service with the right to bind a port below 1024 (setpriv's ambient
+    capability, docs/hub/jupyterhub_config.py): kept by this process, passed to no program it
+    starts (graders, students' code). Called before any thread starts (capabilities are each
+    thread's)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(47, 4, 0, 0, 0)              # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
+    except (OSError, AttributeError):
+        pass
 
 
 UNPRIVILEGED = Path("/proc/sys/net/ipv4/ip_unprivileged_port_start")
