@@ -1212,3 +1212,23 @@ def test_submissions_over_fair_use_are_not_copied(course, tmp_path, monkeypatch)
     assert copied == ["bob"]
     assert sorted(r.status for r in feedback.ledger.of_student("mallory")) == \
         [GRADED] * course.feedback.per_hour + [LIMITED] * 3
+
+
+def test_one_students_many_submissions_hold_up_a_classmates_copy_once_at_most(
+        course, tmp_path, monkeypatch):
+    """The watcher copies new submissions in turns by account: mallory's three (each a costly
+    copy, within her fair use), older than bob's, let bob's be copied second, not fourth."""
+    from tfcourse.hub import service as module
+
+    exchange = tmp_path / "exchange"
+    for n in range(3):
+        folder = submit(exchange, "mallory", stamp=f"m{n}", owner="daemon")
+        os.utime(folder, (T0 - 100 + n, T0 - 100 + n))
+    bob = submit(exchange, "bob", stamp="b", owner="nobody")
+    os.utime(bob, (T0, T0))
+    copied = []
+    snapshot = module.snapshot
+    monkeypatch.setattr(module, "snapshot", lambda course, arrival, destination: (
+        copied.append(arrival.named), snapshot(course, arrival, destination))[1])
+    service(course, tmp_path).scan()
+    assert copied == ["mallory", "bob", "mallory", "mallory"]

@@ -189,7 +189,8 @@ class Service:
             self.distrust = distrust
         if distrust:
             return 0
-        found = self.watcher.arrivals(lambda key: key in self.ignored or self.ledger.seen(key))
+        found = in_turns(self.watcher.arrivals(
+            lambda key: key in self.ignored or self.ledger.seen(key)))
         taken = 0
         for arrival in found:
             try:
@@ -516,6 +517,18 @@ class Service:
     def not_recorded(self, student: str) -> list[tuple[str, dict]]:
         """Why some of `student`'s folders have no record (a flood): (template, params)."""
         return [(why, params) for who, why, params in self.ignored.values() if who == student]
+
+
+def in_turns(arrivals: list[Arrival]) -> list[Arrival]:
+    """`arrivals` (oldest first) taken in turns by account: each one's first, then each one's
+    second...: a student's many submissions, each costly to copy, hold up a classmate's one
+    copy at most."""
+    rank: dict[int, int] = {}
+    turns = []
+    for arrival in arrivals:
+        rank[arrival.uid] = rank.get(arrival.uid, -1) + 1
+        turns.append((rank[arrival.uid], len(turns), arrival))
+    return [arrival for _, _, arrival in sorted(turns, key=lambda item: item[:2])]
 
 
 # -- the page, behind the hub's login ---------------------------------------------------------------
