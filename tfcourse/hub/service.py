@@ -189,6 +189,8 @@ class Service:
             self.distrust = distrust
         if distrust:
             return 0
+        for key in [key for key in self.unnamed if not os.path.lexists(self.inbox / key)]:
+            del self.unnamed[key]               # gone before its owner had a name
         found = in_turns(self.watcher.arrivals(
             lambda key: key in self.ignored or self.ledger.seen(key)))
         taken = 0
