@@ -1000,3 +1000,235 @@ def test_each_job_slot_warms_its_zygote_and_fork_server_as_it_starts(course, tmp
         feedback.stop()
     assert sorted(started) == [("fork server", "grader-0"), ("fork server", "grader-1"),
                                ("zygote", "grader-0"), ("zygote", "grader-1")]
+
+
+# -- what the service's review found (tests/review_service_attempts.py) ----------------------------
+def test_a_record_reaches_the_disk_before_its_rename_and_the_rename_after(tmp_path, monkeypatch):
+    """A file renamed into place before it reached the disk can come back empty after a power
+    loss: the file is synced, renamed, then its folder synced."""
+    from tfcourse.batch import results as module
+
+    events = []
+    fsync, rename = os.fsync, os.replace
+
+    def synced(handle):
+        events.append(("fsync", "folder" if os.path.isdir(f"/proc/self/fd/{handle}") else "file"))
+        return fsync(handle)
+
+    monkeypatch.setattr(module.os, "fsync", synced)
+    monkeypatch.setattr(module.os, "replace", lambda *a: (events.append(("rename",)), rename(*a)))
+    module.write_atomically(tmp_path / "records" / "x.json", "{}")
+    assert events == [("fsync", "file"), ("rename",), ("fsync", "folder")]
+
+
+def test_an_unreadable_results_or_record_file_stops_nothing(course, tmp_path):
+    """A crash left mallory's results.json empty (her record still says grading) and bob's record
+    empty: the service starts, grades mallory's again and says why; bob's is taken again from the
+    exchange. (Before: json's error out of Ledger.load, and the service never started.)"""
+    exchange = tmp_path / "exchange"
+    submit(exchange, "mallory", stamp="m")
+    submit(exchange, "bob", stamp="b")
+    feedback = service(course, tmp_path)
+    feedback.scan()
+    taken = feedback.next_turn()
+    assert taken.student in ("mallory", "bob")
+    other = next(r for r in feedback.ledger.all() if r.key != taken.key)
+    feedback.ledger.results_file(taken.key).parent.mkdir(parents=True)
+    feedback.ledger.results_file(taken.key).write_bytes(b"")
+    (tmp_path / "state" / "records" / f"{other.key}.json").write_bytes(b"")
+    del feedback
+
+    again = service(course, tmp_path)
+    again.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (
+                len(again.ledger.all()) == 2 and all(r.status == GRADED
+                                                     for r in again.ledger.all())):
+            time.sleep(0.05)
+    finally:
+        again.stop()
+    assert {r.key: r.status for r in again.ledger.all()} == {taken.key: GRADED,
+                                                              other.key: GRADED}
+    notes = again.overview()["notes"]
+    assert any(taken.key in note and "graded again" in note for note in notes)
+    assert any(other.key in note and "cannot be read" in note for note in notes)
+    assert "At the last start" in page.instructor(course, again.overview(), "en")
+
+
+def test_a_graceful_stop_queues_what_was_graded_again_without_counting_it(course, tmp_path):
+    """SIGTERM or SIGINT (a hub restart) while a submission is graded: it is queued again, its
+    attempt not counted (three of those failed it for good before)."""
+    submit(tmp_path / "exchange", "bob")
+    feedback = service(course, tmp_path)
+    feedback.scan()
+    taken = feedback.next_turn()
+    assert taken.attempts == 1
+    feedback.stop()
+    feedback.give_back()
+    again = Ledger(tmp_path / "state")
+    assert [(r.status, r.attempts) for r in again.load()] == [(QUEUED, 0)]
+
+
+def test_three_crashes_beside_a_classmate_give_one_more_try_alone(course, tmp_path):
+    """mallory's and bob's submissions are graded side by side when the service crashes, three
+    times. Each gets one more try alone (not failed both); mallory's, whose grading alone crashes
+    it again, is failed, not counted against her fair use, and says so; bob's is graded."""
+    from tfcourse.hub.ledger import counted
+
+    exchange = tmp_path / "exchange"
+    submit(exchange, "mallory", stamp="m")
+    submit(exchange, "bob", stamp="b")
+    feedback = service(course, tmp_path, jobs=2)
+    feedback.scan()
+    for _ in range(3):
+        assert {feedback.next_turn().student, feedback.next_turn().student} == {"mallory", "bob"}
+        feedback = service(course, tmp_path, jobs=2)       # the process is killed: a new one
+        feedback.ledger.load()
+    assert [(r.status, r.alone) for r in feedback.ledger.all()] == [(QUEUED, True)] * 2
+    first = feedback.next_turn()
+    assert feedback.alone_first(feedback.order()) == []   # nothing beside it
+    if first.student == "bob":                              # graded alone: bob's is fine
+        feedback.grade_one(first)
+        feedback.busy.discard("bob")
+        feedback.started.clear()
+        first = feedback.next_turn()
+    assert first.student == "mallory"
+    feedback = service(course, tmp_path, jobs=2)            # mallory's, alone, crashes it
+    feedback.ledger.load()
+    if feedback.ledger.of_student("bob")[0].status == QUEUED:
+        grade_next(feedback)
+    mallory, bob = feedback.ledger.of_student("mallory")[0], feedback.ledger.of_student("bob")[0]
+    assert (mallory.status, bob.status) == (FAILED, GRADED)
+    assert not counted(mallory) and counted(bob)
+    shown = page.status_line(mallory, "en", course, None)
+    assert "the last time with nothing else graded beside it" in shown
+    assert "does not count against your fair use" in shown
+
+
+def test_an_owner_the_name_service_cannot_name_for_a_moment_is_looked_at_again(
+        course, tmp_path, monkeypatch):
+    """The name service is down for a moment (LDAP, sssd): the submission's owner has no name.
+    It is not refused for ever: the instructor sees it among the failures, and once the owner
+    has a name it is graded as any other."""
+    import pwd
+
+    from tfcourse.hub import inbox
+
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    submit(tmp_path / "exchange", me)
+    feedback = service(course, tmp_path, trust_names=False)
+    known = pwd.getpwuid
+
+    def down(uid):
+        raise KeyError(uid)
+
+    monkeypatch.setattr(inbox.pwd, "getpwuid", down)
+    feedback.scan()
+    feedback.scan()
+    assert feedback.ledger.all() == []
+    failures = feedback.overview()["failures"]
+    assert [(item["student"], item["params"]) for item in failures] == [(me, {"uid": os.geteuid()})]
+    assert "has no account name now" in page.instructor(course, feedback.overview(), "en")
+    monkeypatch.setattr(inbox.pwd, "getpwuid", known)
+    feedback.scan()
+    assert [(r.student, r.status) for r in feedback.ledger.all()] == [(me, QUEUED)]
+    assert feedback.overview()["failures"] == []
+
+
+def test_the_service_waits_for_a_port_another_process_holds(course, tmp_path, monkeypatch):
+    """A process holds the service's port while it restarts: the service says so and tries again
+    (grading meanwhile) instead of exiting with its queue; it listens once the port is free."""
+    import socket
+
+    from tornado.web import Application
+    from tfcourse.hub import service as module
+
+    monkeypatch.setattr(module, "LISTEN_SECONDS", 0.05)
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    feedback, done, outcome = service(course, tmp_path), threading.Event(), []
+
+    def listen():
+        import asyncio
+        asyncio.set_event_loop(asyncio.new_event_loop())
+        outcome.append(module.listen(Application([]), "127.0.0.1", port, feedback, done))
+
+    thread = threading.Thread(target=listen)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not feedback.listen and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert "Could not listen on 127.0.0.1" in feedback.listen and not outcome
+        assert "Could not listen" in page.instructor(course, feedback.overview(), "en")
+    finally:
+        holder.close()
+    thread.join(10)
+    done.set()
+    assert outcome == [True]
+
+
+def test_the_service_warns_of_a_port_any_account_may_bind_and_the_recipe_uses_none():
+    """From net.ipv4.ip_unprivileged_port_start up, any student may bind the service's port while
+    it restarts and receive every student's requests: the service warns of such a port, and
+    the recipe (docs/hub/jupyterhub_config.py, as docs/jupyterhub.md shows it) uses one below."""
+    import re
+    from urllib.parse import urlparse
+
+    from tfcourse.hub.service import port_warning
+
+    first = int(Path("/proc/sys/net/ipv4/ip_unprivileged_port_start").read_text())
+    assert "can be bound by any account" in port_warning(max(first, 10101))
+    config = (ROOT / "docs" / "hub" / "jupyterhub_config.py").read_text()
+    url = re.search(r'"TFCOURSE_HUB_FEEDBACK_URL", "([^"]+)"', config).group(1)
+    assert urlparse(url).port < 1024
+    assert url in (ROOT / "docs" / "jupyterhub.md").read_text()
+
+
+def test_submissions_over_fair_use_are_not_copied(course, tmp_path, monkeypatch):
+    """Fair use is looked at before the watcher copies (and strips) a submission's notebooks: a
+    student over it, with notebooks costly to copy, holds up no classmate's queueing (before:
+    three 200 MB notebooks, ~3 s of the single watcher each)."""
+    from tfcourse.hub import service as module
+
+    exchange, clock = tmp_path / "exchange", Clock()
+    feedback = service(course, tmp_path, clock)
+    for n in range(course.feedback.per_hour):
+        clock.now = T0 + n
+        submit(exchange, "mallory", stamp=f"g{n}")
+        feedback.scan()
+        grade_next(feedback)
+    copied = []
+    snapshot = module.snapshot
+    monkeypatch.setattr(module, "snapshot", lambda course, arrival, destination: (
+        copied.append(arrival.named), snapshot(course, arrival, destination))[1])
+    for n in range(3):
+        submit(exchange, "mallory", stamp=f"m{n}")
+    submit(exchange, "bob", stamp="b")
+    feedback.scan()
+    assert copied == ["bob"]
+    assert sorted(r.status for r in feedback.ledger.of_student("mallory")) == \
+        [GRADED] * course.feedback.per_hour + [LIMITED] * 3
+
+
+def test_one_students_many_submissions_hold_up_a_classmates_copy_once_at_most(
+        course, tmp_path, monkeypatch):
+    """The watcher copies new submissions in turns by account: mallory's three (each a costly
+    copy, within her fair use), older than bob's, let bob's be copied second, not fourth."""
+    from tfcourse.hub import service as module
+
+    exchange = tmp_path / "exchange"
+    for n in range(3):
+        folder = submit(exchange, "mallory", stamp=f"m{n}", owner="daemon")
+        os.utime(folder, (T0 - 100 + n, T0 - 100 + n))
+    bob = submit(exchange, "bob", stamp="b", owner="nobody")
+    os.utime(bob, (T0, T0))
+    copied = []
+    snapshot = module.snapshot
+    monkeypatch.setattr(module, "snapshot", lambda course, arrival, destination: (
+        copied.append(arrival.named), snapshot(course, arrival, destination))[1])
+    service(course, tmp_path).scan()
+    assert copied == ["mallory", "bob", "mallory", "mallory"]

@@ -13,7 +13,7 @@ test does that to run a hub in a folder of its own); the defaults are the recipe
     TFCOURSE_HUB_STUDENT_GROUP  the Unix group of the students' accounts students
     TFCOURSE_HUB_COURSE         the course folder                        ~instructor/course
     TFCOURSE_HUB_FEEDBACK_STATE the feedback service's own folder        COURSE/feedback-service
-    TFCOURSE_HUB_FEEDBACK_URL   where that service listens               http://127.0.0.1:10101
+    TFCOURSE_HUB_FEEDBACK_URL   where that service listens               http://127.0.0.1:901
 """
 import os
 import pwd
@@ -33,7 +33,7 @@ except KeyError:
     INSTRUCTOR_HOME = f"/home/{INSTRUCTOR}"     # the account is made later (the recipe's step 2)
 COURSE = setting("TFCOURSE_HUB_COURSE", os.path.join(INSTRUCTOR_HOME, "course"))
 FEEDBACK_STATE = setting("TFCOURSE_HUB_FEEDBACK_STATE", os.path.join(COURSE, "feedback-service"))
-FEEDBACK_URL = setting("TFCOURSE_HUB_FEEDBACK_URL", "http://127.0.0.1:10101")
+FEEDBACK_URL = setting("TFCOURSE_HUB_FEEDBACK_URL", "http://127.0.0.1:901")
 FEEDBACK = "tfcourse-feedback"                  # the service's name: /services/tfcourse-feedback/
 PATH = os.pathsep.join([os.path.join(ENV, "bin"), "/usr/local/bin", "/usr/bin", "/bin"])
 
@@ -72,12 +72,25 @@ c.Spawner.pre_spawn_hook = per_role_configuration
 # Feedback on submit: a service the hub starts as the instructor's account, which grades each new
 # submission in the exchange at once (in the sandbox) and shows each student their own results
 # at /services/tfcourse-feedback/ (they log in with the hub's login).
+# Its port is below 1024 (net.ipv4.ip_unprivileged_port_start), which no student's process may
+# bind: one that held it while the service restarts would receive every student's requests, with
+# their hub cookies. The hub (root) starts it through setpriv, which becomes the instructor's
+# account keeping only the right to bind such a port (the service passes it to none of the
+# programs it starts).
+try:
+    INSTRUCTOR_GROUP = str(pwd.getpwnam(INSTRUCTOR).pw_gid)
+except KeyError:
+    INSTRUCTOR_GROUP = INSTRUCTOR                   # the account is made later (step 2)
+AS_INSTRUCTOR = ["setpriv", f"--reuid={INSTRUCTOR}", f"--regid={INSTRUCTOR_GROUP}",
+                 "--init-groups", "--inh-caps=-all,+net_bind_service",
+                 "--ambient-caps=+net_bind_service", "--",
+                 "env", f"HOME={INSTRUCTOR_HOME}", f"USER={INSTRUCTOR}", f"LOGNAME={INSTRUCTOR}"]
 c.JupyterHub.services = [{
     "name": FEEDBACK,
     "url": FEEDBACK_URL,
-    "user": INSTRUCTOR,
     "cwd": COURSE,
-    "command": [os.path.join(ENV, "bin", "tfcourse"), "feedback-service", "--course", COURSE,
+    "command": AS_INSTRUCTOR + [
+                os.path.join(ENV, "bin", "tfcourse"), "feedback-service", "--course", COURSE,
                 "--exchange", EXCHANGE, "--state", FEEDBACK_STATE, "--jobs", "1",
                 "--instructor", INSTRUCTOR],
     "environment": {"PATH": PATH, "JUPYTER_CONFIG_PATH": JUPYTER_ETC},

@@ -363,18 +363,32 @@ def strict_json(data) -> str:
 
 def write_atomically(path: Path, text: str) -> None:
     """Write `text` (UTF-8; what cannot be encoded is replaced) to `path` all at once, readable by
-    its owner only (0600), in a folder made 0700 if it is new."""
+    its owner only (0600), in a folder made 0700 if it is new. The file reaches the disk before
+    it is renamed into place, and the rename after (fsync of the folder): a machine that loses
+    power leaves the old file or the new one, never an empty one under the name."""
     private_folder(path.parent)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "wb") as stream:
             os.fchmod(stream.fileno(), 0o600)
             stream.write(text.encode("utf-8", errors="replace"))
+            stream.flush()
+            os.fsync(stream.fileno())
         os.replace(temporary, path)
+        sync_folder(path.parent)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def sync_folder(folder: Path) -> None:
+    """Make the names in `folder` (a rename into it) reach the disk."""
+    handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
 
 
 def write_results(course: Course, report: SubmissionReport, folder: Path, lang: str,

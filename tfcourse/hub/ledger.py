@@ -11,6 +11,7 @@ not evidence of anything).
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -32,6 +33,11 @@ SUPERSEDED = "superseded"                   # a newer submission came before its
 SAME = "same"               # the same notebooks as a submission graded or queued already
 PENDING = (QUEUED, GRADING)                 # to grade, also after a restart
 ATTEMPTS = 3                                # gradings begun, each ended by a stop of the service
+# (a crash: a graceful stop gives its gradings back); then one more, alone, if others were graded
+# beside it (so that the submission that stops the service is the one failed)
+STOPPED = ("not graded: the service stopped {attempts} times while grading it, the last time "
+           "with nothing else graded beside it; it does not count against your fair use; your "
+           "instructor has the details")
 # What fair use counts: a grader's failure too (else a submission that made the grader fail on
 # purpose would be an unlimited, if one-bit, oracle).
 COUNTED = (QUEUED, GRADING, GRADED, FAILED)
@@ -60,6 +66,7 @@ class Record:
     digest: str = ""            # of the notebooks copied (a renamed folder is the same submission)
     estimate: float | None = None   # the wait for results its page said when it was queued (s)
     ahead: int | None = None        # and how many submissions it said were ahead of it
+    alone: bool = False         # to be graded with nothing beside it (its last try: see ATTEMPTS)
 
     @classmethod
     def from_dict(cls, data: dict) -> "Record":
@@ -90,6 +97,7 @@ class Ledger:
         for name in ("records", "snapshots", "results"):
             private_folder(self.state / name)
         self.records: dict[str, Record] = {}
+        self.notes: list[str] = []          # what the last load met (unreadable files)
         self._lock = threading.RLock()
         self._lock_file = None
 
@@ -108,27 +116,47 @@ class Ledger:
     # -- records ----------------------------------------------------------------------------
     def load(self) -> list[Record]:
         """Read every record; returns those to grade again (queued, or being graded when the
-        service stopped), oldest first. A record whose results were written is graded."""
-        todo = []
+        service stopped), oldest first. A record whose results were written is graded. A file
+        that cannot be read (left empty by a crash) stops nothing: an unreadable record is set
+        aside (its submission is taken again from the exchange), a submission whose results
+        cannot be read is graded again; `notes` says which, for the log."""
+        self.notes = []
         for path in sorted((self.state / "records").glob("*.json")):
             try:
                 record = Record.from_dict(json.loads(path.read_text(encoding="utf-8")))
-            except (OSError, ValueError, TypeError):
+            except (OSError, ValueError, TypeError, AttributeError) as error:
+                self.notes.append(f"{path.name}: its record cannot be read ({error}): set "
+                                  f"aside; the submission is taken again if still submitted")
+                with contextlib.suppress(OSError):
+                    os.replace(path, path.with_name(f"{path.name}.unreadable"))
                 continue
             self.records[record.key] = record
-            if record.status in PENDING:
-                results = self.results_file(record.key)
-                if results.is_file():           # written, then stopped before saying so
-                    record = self._after_restart(record, results=json.loads(
-                        results.read_text(encoding="utf-8")))
-                elif record.attempts >= ATTEMPTS:   # it may be what stops the service
-                    self._after_restart(replace(
-                        record, status=FAILED, params={"attempts": record.attempts},
-                        why="not graded: the service stopped {attempts} times while grading "
-                            "it; your instructor has the details"))
-                else:
-                    todo.append(self._after_restart(replace(record, status=QUEUED)))
-        return sorted(todo, key=lambda r: r.received)
+        todo, grading = [], {r.key for r in self.records.values() if r.status == GRADING}
+        for record in [r for r in self.records.values() if r.status in PENDING]:
+            results = self._written(record.key)
+            last_try = record.status == GRADING and record.attempts >= ATTEMPTS
+            if results is not None:             # written, then stopped before saying so
+                self._after_restart(record, results=results)
+            elif last_try and (record.alone or grading == {record.key}):
+                self._after_restart(replace(    # it may be what stops the service
+                    record, status=FAILED, params={"attempts": record.attempts}, why=STOPPED))
+            else:
+                todo.append(replace(record, status=QUEUED, alone=record.alone or last_try))
+        return sorted((self._after_restart(r) for r in todo), key=lambda r: r.received)
+
+    def _written(self, key: str) -> dict | None:
+        """The results written for `key`, None if none or unreadable (then graded again)."""
+        path = self.results_file(key)
+        if not path.is_file():
+            return None
+        try:
+            results = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(results, dict):
+                return results
+            raise ValueError("not an object")
+        except (OSError, ValueError) as error:
+            self.notes.append(f"{key}: its results cannot be read ({error}): graded again")
+            return None
 
     def _after_restart(self, record: Record, results: dict | None = None) -> Record:
         """Hold `record` as the restart left it, and write it if its disk has room; if not, the
@@ -183,6 +211,14 @@ class Ledger:
             return sum(r.student == student and r.received > now - DAY
                        for r in self.records.values()) >= FLOOD
 
+    def wait(self, record: Record, per_hour: int, per_day: int) -> float | None:
+        """When fair use allows `record` to be graded (next_allowed: None, now)."""
+        with self._lock:
+            times = [r.received for r in self.records.values()
+                     if r.student == record.student and r.assignment == record.assignment
+                     and counted(r) and r.key != record.key]
+        return next_allowed(times, record.received, per_hour, per_day)
+
     def admit(self, record: Record, per_hour: int, per_day: int) -> bool:
         """Queue `record` if fair use allows one more grading of its student's assignment now;
         else record it as limited, with the time the next one is allowed. Saved either way. A
@@ -195,10 +231,7 @@ class Ledger:
                     self.save(replace(older, status=SUPERSEDED, why="not graded: a newer "
                                       "submission came before its turn"))
                     remove_tree(self.snapshot_folder(older.key))
-            times = [r.received for r in self.records.values()
-                     if r.student == record.student and r.assignment == record.assignment
-                     and r.status in COUNTED and r.key != record.key]
-            wait = next_allowed(times, record.received, per_hour, per_day)
+            wait = self.wait(record, per_hour, per_day)
             if wait is None:
                 record.status = QUEUED
             else:
@@ -239,6 +272,12 @@ class Ledger:
         self.save(done)
         remove_tree(self.snapshot_folder(record.key))
         return done
+
+
+def counted(record: Record) -> bool:
+    """Whether fair use counts `record`: not when the service's stops failed it (it may be a
+    classmate's submission, graded beside it, that stopped the service)."""
+    return record.status in COUNTED and not (record.status == FAILED and record.why == STOPPED)
 
 
 def digest(folder: Path) -> str:

@@ -211,6 +211,9 @@ def instructor(course: Course, overview: dict, lang: str) -> str:
                       f"waits, and resumes by itself once it can.")
     if overview["distrust"]:
         alerts.append(f"The exchange is not looked into: {overview['distrust']}")
+    if overview.get("listen"):
+        alerts.append(overview["listen"])
+    alerts += [f"At the last start: {note}" for note in overview.get("notes", [])]
     times = ", ".join(f"{name} {seconds:g} s" for name, seconds in
                       overview["seconds_per_grading"].items())
     counts = ", ".join(f"{status} {n}" for status, n in overview["counts"].items())

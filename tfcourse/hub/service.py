@@ -77,6 +77,9 @@ class Service:
         # key -> (student, why, its params), left alone until a restart
         self.ignored: dict[str, tuple[str, str, dict]] = {}
         self.distrust = ""                      # why the inbound folder is not looked into
+        self.listen = ""                        # what is wrong with the page's port
+        # entries whose owner's uid has no account name yet: key -> (named, assignment, uid)
+        self.unnamed: dict[str, tuple[str, str, int]] = {}
         self.problem, self.problem_since = "", 0.0  # why the state folder cannot be written
         self.started: dict[str, float] = {}     # submissions being graded: when they began
         self.unwritten: dict[str, tuple] = {}   # results graded, not written yet: (report, s)
@@ -121,6 +124,8 @@ class Service:
             if self.jobs_given is None:
                 self.jobs = self.remote.slots()
         again = self.ledger.load()
+        for note in self.ledger.notes:
+            log.error("%s", note)
         for record in sorted(self.ledger.all(), key=lambda r: r.graded_at or 0):
             self.timing.add(record.assignment, record.seconds)
         if again:
@@ -148,6 +153,23 @@ class Service:
         with self.turns:
             self.turns.notify_all()
 
+    def give_back(self) -> None:
+        """A graceful stop (SIGTERM, SIGINT): the submissions being graded are queued again as
+        they were, their attempt not counted (ledger.ATTEMPTS counts only crashes)."""
+        with self.turns, self.ledger._lock:
+            for key in list(self.started):
+                record = self.ledger.records.get(key)
+                if record is None or record.status != GRADING:
+                    continue
+                try:
+                    self.ledger.save(replace(record, status=QUEUED,
+                                             attempts=max(0, record.attempts - 1)))
+                except OSError as error:
+                    log.error("%s: not queued again (%s): the restart counts its attempt",
+                              key, error)
+                else:
+                    log.info("%s: stopped while grading: queued again", key)
+
     # -- the watcher ----------------------------------------------------------------------------
     def _watch(self) -> None:
         while not self.stopping.is_set():
@@ -167,7 +189,10 @@ class Service:
             self.distrust = distrust
         if distrust:
             return 0
-        found = self.watcher.arrivals(lambda key: key in self.ignored or self.ledger.seen(key))
+        for key in [key for key in self.unnamed if not os.path.lexists(self.inbox / key)]:
+            del self.unnamed[key]               # gone before its owner had a name
+        found = in_turns(self.watcher.arrivals(
+            lambda key: key in self.ignored or self.ledger.seen(key)))
         taken = 0
         for arrival in found:
             try:
@@ -192,6 +217,11 @@ class Service:
         one graded or queued already, over fair use, or copied and queued. A flood from one
         account is not recorded one by one (its count is shown)."""
         student = arrival.named if self.trust_names else arrival.owner
+        if not self.trust_names and arrival.owner == f"uid {arrival.uid}":
+            self.nameless(arrival)
+            return Record(arrival.key, student, arrival.assignment, self.clock(), status=FAILED)
+        if self.unnamed.pop(arrival.key, None) is not None:
+            log.info("%s: its owner has a name again (%s)", arrival.key, arrival.owner)
         record = Record(arrival.key, student, arrival.assignment, self.clock())
         if self.ledger.flooding(record.student, record.received):
             self.ignored[arrival.key] = (student, FLOODED, {"flood": FLOOD})
@@ -211,6 +241,12 @@ class Service:
             self.ledger.save(record)
             log.warning("%s: %s", arrival.key, record.why.format(**record.params))
             return record
+        feedback = self.course.feedback
+        if self.ledger.wait(record, feedback.per_hour, feedback.per_day) is not None:
+            with self.turns:                    # not copied: a student over fair use with big
+                self.ledger.admit(record, feedback.per_hour, feedback.per_day)  # notebooks
+            log.info("%s: over fair use, not graded", arrival.key)    # holds up nobody
+            return record
         # Copied before it is queued (no worker sees it half copied); its digest tells a folder
         # renamed, or the same work submitted again, from a new submission.
         self._copy(record, arrival)
@@ -225,7 +261,6 @@ class Service:
             remove_tree(self.ledger.snapshot_folder(record.key))
             log.info("%s: the same notebooks as %s, not graded again", arrival.key, same.key)
             return record
-        feedback = self.course.feedback
         with self.turns:
             if not self.ledger.admit(record, feedback.per_hour, feedback.per_day):
                 remove_tree(self.ledger.snapshot_folder(record.key))
@@ -238,6 +273,15 @@ class Service:
                 self.ledger.save(record)
         log.info("%s: queued", arrival.key)
         return record
+
+    def nameless(self, arrival: Arrival) -> None:
+        """An owner whose account has no name now (the name service down for a moment): not
+        recorded, looked at again at each poll, and listed among the instructor's failures until
+        it has a name (then it is taken as any other)."""
+        if arrival.key not in self.unnamed:
+            log.error("%s: its owner, uid %d, has no account name now (the name service?): "
+                      "looked at again at each poll", arrival.key, arrival.uid)
+        self.unnamed[arrival.key] = (arrival.named, arrival.assignment, arrival.uid)
 
     def not_taken(self, arrival: Arrival, why: str) -> None:
         """Record `arrival` as not graded, saying why (held in memory if even that fails)."""
@@ -281,7 +325,7 @@ class Service:
         Waits for one (and for space in the state folder); None once the service stops."""
         with self.turns:
             while not self.stopping.is_set():
-                waiting = self.order()
+                waiting = self.alone_first(self.order())
                 if waiting and self.room():
                     record = waiting[0]
                     taken = replace(record, status=GRADING, attempts=record.attempts + 1)
@@ -297,6 +341,17 @@ class Service:
                         return taken
                 self.turns.wait(1.0)
         return None
+
+    def alone_first(self, waiting: list[Record]) -> list[Record]:
+        """Of `waiting`, what may start now: a submission to be graded alone (ledger.ATTEMPTS)
+        first, once nothing else is graded; nothing while one of those is graded."""
+        graded = [self.ledger.records.get(key) for key in self.started]
+        if any(r is not None and r.alone for r in graded):
+            return []
+        alone = [r for r in waiting if r.alone]
+        if alone:
+            return [] if self.started else alone
+        return waiting
 
     def order(self, free: bool = True) -> list[Record]:
         """The queued submissions in the order they will be graded (`free`: only those whose
@@ -433,7 +488,8 @@ class Service:
         return {
             "now": now, "jobs": self.jobs, "problem": self.problem,
             "problem_since": self.problem_since if self.problem else None,
-            "distrust": self.distrust,
+            "distrust": self.distrust, "notes": list(self.ledger.notes),
+            "listen": self.listen,
             "queue": [{"key": r.key, "student": r.student, "assignment": r.assignment,
                        "status": r.status, "received": r.received, "ahead": waits[r.key].ahead,
                        "wait": None if math.isinf(waits[r.key].seconds)
@@ -447,7 +503,11 @@ class Service:
                        for status in sorted({r.status for r in records})},
             "failures": [{"key": r.key, "student": r.student, "assignment": r.assignment,
                           "why": r.why, "params": r.params} for r in records
-                         if r.status == FAILED],
+                         if r.status == FAILED] + [
+                {"key": key, "student": named, "assignment": assignment,
+                 "why": "not graded yet: its owner, uid {uid}, has no account name now (the "
+                        "name service?); looked at again at each poll", "params": {"uid": uid}}
+                for key, (named, assignment, uid) in sorted(self.unnamed.items())],
             "not_recorded": [{"key": key, "student": student, "why": why, "params": params}
                              for key, (student, why, params) in sorted(self.ignored.items())],
         }
@@ -459,6 +519,18 @@ class Service:
     def not_recorded(self, student: str) -> list[tuple[str, dict]]:
         """Why some of `student`'s folders have no record (a flood): (template, params)."""
         return [(why, params) for who, why, params in self.ignored.values() if who == student]
+
+
+def in_turns(arrivals: list[Arrival]) -> list[Arrival]:
+    """`arrivals` (oldest first) taken in turns by account: each one's first, then each one's
+    second...: a student's many submissions, each costly to copy, hold up a classmate's one
+    copy at most."""
+    rank: dict[int, int] = {}
+    turns = []
+    for arrival in arrivals:
+        rank[arrival.uid] = rank.get(arrival.uid, -1) + 1
+        turns.append((rank[arrival.uid], len(turns), arrival))
+    return [arrival for _, _, arrival in sorted(turns, key=lambda item: item[:2])]
 
 
 # -- the page, behind the hub's login ---------------------------------------------------------------
@@ -565,6 +637,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(course: Course, options) -> int:
     runner.hide_command_line("tfcourse feedback-service")   # no path for student code to read
+    keep_port_right_to_self()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     state = options.state or course.root / "feedback-service"
     service = Service(course, options.exchange, state, jobs=options.jobs,
@@ -586,10 +659,14 @@ def run(course: Course, options) -> int:
 
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, stop)
-    if options.no_page:
-        done.wait()
-        return 0
-    return _serve(service, set(options.instructor), done)
+    try:
+        if options.no_page:
+            done.wait()
+            return 0
+        return _serve(service, set(options.instructor), done)
+    finally:
+        service.stop()
+        service.give_back()
 
 
 def _serve(service: Service, instructors: set[str], done: threading.Event) -> int:
@@ -611,12 +688,70 @@ def _serve(service: Service, instructors: set[str], done: threading.Event) -> in
         return 2
     address = urlparse(url)
     app = make_app(service, prefix, instructors)
-    app.listen(address.port, address.hostname)
+    if not listen(app, address.hostname, address.port or 80, service, done):
+        return 0                                # stopped before it could listen
     loop = IOLoop.current()
     threading.Thread(target=lambda: (done.wait(), loop.add_callback(loop.stop)),
                      daemon=True).start()
     loop.start()
     return 0
+
+
+def keep_port_right_to_self() -> None:
+    """The recipe starts the service with the right to bind a port below 1024 (setpriv's ambient
+    capability, docs/hub/jupyterhub_config.py): kept by this process, passed to no program it
+    starts (graders, students' code). Called before any thread starts (capabilities are each
+    thread's)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(47, 4, 0, 0, 0)              # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
+    except (OSError, AttributeError):
+        pass
+
+
+UNPRIVILEGED = Path("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+LISTEN_SECONDS = 10         # between tries to listen on a port another process holds
+
+
+def port_warning(port: int) -> str:
+    """Why `port` is not safe for the service ("" when it is): any account on the machine may
+    bind it (from net.ipv4.ip_unprivileged_port_start up), so a student's process that holds it
+    while the service restarts would receive every student's requests, and their hub cookies."""
+    try:
+        first = int(UNPRIVILEGED.read_text().strip())
+    except (OSError, ValueError):
+        first = 1024
+    if port < first:
+        return ""
+    return (f"port {port} can be bound by any account on this machine (from {first} up: "
+            f"net.ipv4.ip_unprivileged_port_start): a student's process holding it while the "
+            f"service restarts would receive every student's requests, with their login "
+            f"cookies; give the service a port below {first} (docs/jupyterhub.md)")
+
+
+def listen(app, host: str | None, port: int, service: Service, done: threading.Event) -> bool:
+    """Listen on host:port; while another process holds it, say so (the log, the instructor's
+    page once it is served) and try again every LISTEN_SECONDS, the graders working meanwhile.
+    False: stopped before it could."""
+    warning = port_warning(port)
+    if warning:
+        log.error("UNSAFE: %s", warning)
+    since = page.when(service.clock())
+    while not done.is_set():
+        try:
+            app.listen(port, host)
+        except OSError as error:
+            service.listen = (f"Could not listen on {host}:{port} ({error.strerror}) since "
+                              f"{since}: another process holds the "
+                              f"port? Tried again every {LISTEN_SECONDS} s; grading goes on.")
+            log.error("%s", service.listen)
+            done.wait(LISTEN_SECONDS)
+            continue
+        service.listen = f"Unsafe: {warning}" if warning else ""
+        return True
+    return False
 
 
 def main(course: Course, options) -> int:
