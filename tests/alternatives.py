@@ -1945,3 +1945,23 @@ class EncoderRegressor(nn.Module):
         super().__init__()''' + D2L_WEIGHTS_BODY.format(
         out="1", result="self.head(pooled).squeeze(-1)")})
 ALTERNATIVES += [D2L_ATTENTION_WEIGHTS]
+
+
+# -- 03-sorting: greedy decoding on a buffer of fixed shape (review attack23) ------------------------
+# The whole buffer [B, length + 1] is decoded at each step and the logits of position t read: the
+# causal mask hides the positions not yet written. greedy.encoder_once once refused it, asking
+# that each decode call's input be exactly the tokens chosen so far.
+FIXED_SHAPE_GREEDY = Alternative("greedy_fixed_shape_buffer", "03-sorting", {
+    "greedy-code": '''
+@torch.no_grad()
+def greedy_decode(model, src, bos, length=None):
+    length = src.shape[1] if length is None else length
+    memory = model.encode(src)
+    ys = torch.full((src.shape[0], length + 1), bos, dtype=torch.long, device=src.device)
+    for t in range(length):
+        logits = model.decode(ys, memory)[:, t]
+        logits[:, bos] = float("-inf")
+        ys[:, t + 1] = logits.argmax(dim=-1)
+    return ys[:, 1:]
+'''})
+ALTERNATIVES += [FIXED_SHAPE_GREEDY]

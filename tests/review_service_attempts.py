@@ -244,7 +244,7 @@ def test_6_a_student_cannot_read_another_students_page_or_the_queue(course, tmp_
     original = auth.HubOAuthenticated.get_current_user
     auth.HubOAuthenticated.get_current_user = lambda self: {"name": "mallory"}
     try:
-        from tfcourse.hub.service import make_app
+        from tfcourse.hub.app import make_app
 
         seen = {}
 

@@ -1142,7 +1142,7 @@ def test_the_service_waits_for_a_port_another_process_holds(course, tmp_path, mo
     import socket
 
     from tornado.web import Application
-    from tfcourse.hub import service as module
+    from tfcourse.hub import command as module
 
     monkeypatch.setattr(module, "LISTEN_SECONDS", 0.05)
     holder = socket.socket()
@@ -1178,7 +1178,7 @@ def test_the_service_warns_of_a_port_any_account_may_bind_and_the_recipe_uses_no
     import re
     from urllib.parse import urlparse
 
-    from tfcourse.hub.service import port_warning
+    from tfcourse.hub.command import port_warning
 
     first = int(Path("/proc/sys/net/ipv4/ip_unprivileged_port_start").read_text())
     assert "can be bound by any account" in port_warning(max(first, 10101))

@@ -142,7 +142,7 @@ def run_service(course, options) -> int | None:
     started, and would serve until stopped)."""
     import threading
 
-    from tfcourse.hub import service
+    from tfcourse.hub import command as service
 
     ended = []
     thread = threading.Thread(target=lambda: ended.append(service.run(course, options)),
@@ -155,7 +155,7 @@ def run_service(course, options) -> int | None:
 def service_options(tmp_path, *more: str):
     import argparse
 
-    from tfcourse.hub import service
+    from tfcourse.hub import command as service
 
     parser = argparse.ArgumentParser()
     service.add_arguments(parser)

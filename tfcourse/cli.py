@@ -129,7 +129,7 @@ def cmd_gradescope(options) -> int:
 
 def cmd_feedback_service(options) -> int:
     course = _graded_course(options)
-    from .hub.service import main
+    from .hub.command import main
 
     return main(course, options)
 
@@ -256,7 +256,7 @@ def _add_feedback_service(commands, argv) -> None:
     service.add_argument("--course", type=Path, default=argparse.SUPPRESS,
                          help="the course folder (as before the command)")
     if "feedback-service" in argv:
-        from .hub.service import add_arguments
+        from .hub.command import add_arguments
         add_arguments(service)
     service.set_defaults(run=cmd_feedback_service)
 
