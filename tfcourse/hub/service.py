@@ -225,18 +225,7 @@ class Service:
             log.warning("%s: %s submitted more than anyone needs in a day: not recorded",
                         arrival.key, student)
             return record
-        known = {a.id for a in self.course.assignments}
-        if not self.trust_names and arrival.owner != arrival.named:
-            record.status, record.why = REFUSED, ("not graded: submitted under the name "
-                                                  "{named} from the account {owner}")
-            record.params = {"named": arrival.named, "owner": arrival.owner}
-        elif arrival.assignment not in known:
-            record.status, record.why = REFUSED, ("not graded: {assignment} has no feedback on "
-                                                  "submit in this course")
-            record.params = {"assignment": arrival.assignment}
-        if record.status == REFUSED:
-            self.ledger.save(record)
-            log.warning("%s: %s", arrival.key, record.why.format(**record.params))
+        if self.refused(record, arrival):
             return record
         feedback = self.course.feedback
         if self.ledger.wait(record, feedback.per_hour, feedback.per_day) is not None:
@@ -270,6 +259,24 @@ class Service:
                 self.ledger.save(record)
         log.info("%s: queued", arrival.key)
         return record
+
+    def refused(self, record: Record, arrival: Arrival) -> bool:
+        """Whether `record` is refused (saved so, with its reason): submitted under another's
+        name, or for an assignment without feedback on submit."""
+        known = {a.id for a in self.course.assignments}
+        if not self.trust_names and arrival.owner != arrival.named:
+            record.status, record.why = REFUSED, ("not graded: submitted under the name "
+                                                  "{named} from the account {owner}")
+            record.params = {"named": arrival.named, "owner": arrival.owner}
+        elif arrival.assignment not in known:
+            record.status, record.why = REFUSED, ("not graded: {assignment} has no feedback on "
+                                                  "submit in this course")
+            record.params = {"assignment": arrival.assignment}
+        if record.status != REFUSED:
+            return False
+        self.ledger.save(record)
+        log.warning("%s: %s", arrival.key, record.why.format(**record.params))
+        return True
 
     def nameless(self, arrival: Arrival) -> None:
         """An owner whose account has no name now (the name service down for a moment): not
