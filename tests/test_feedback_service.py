@@ -853,22 +853,6 @@ def _exchange_with(tmp_path: Path, students: dict[str, dict]) -> Path:
     return exchange
 
 
-def graders(dask, nanny) -> list[int]:
-    """The grading processes under a Dask worker now: its graders, or the fork server that forks
-    them (a forked grader's command line is the server's)."""
-    from tfcourse.sandbox.launch import descendants
-
-    found = []
-    for pid in descendants(nanny.pid) if nanny.poll() is None else []:
-        try:
-            line = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:                 # gone before its command line was read
-            continue
-        if b"tfcourse.submission" in line or b"tfcourse.batch.forkserver" in line:
-            found.append(pid)
-    return found
-
-
 @pytest.mark.slow
 def test_the_service_grades_on_a_cluster_and_a_worker_killed_mid_rush_loses_nothing(tmp_path):
     """`--scheduler`: a real Dask scheduler and two workers; the first is killed (its nanny
@@ -887,7 +871,7 @@ def test_the_service_grades_on_a_cluster_and_a_worker_killed_mid_rush_loses_noth
     try:
         service = _start(state, exchange, log, "--scheduler", dask.address)
         victim = dask.nannies[0]
-        _wait(lambda: graders(dask, victim), 120, "a grading started on the first worker", log)
+        _wait(lambda: dask.graders(victim), 120, "a grading started on the first worker", log)
         with_group(victim, signal.SIGKILL)              # the nanny and its worker, for good
         victim.wait(10)
         records = _wait(lambda: (lambda r: r if len(r) == 3 and all(
