@@ -12,6 +12,7 @@ import logging
 import math
 import csv
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -738,6 +739,11 @@ def test_the_feedback_section_is_checked(course):
 
 
 # -- the real service, killed mid-queue ---------------------------------------------------------------
+def _logged_result(log: Path, key: str) -> bool:
+    """Whether the service's log has `key`'s result line ("KEY: 14.0 / 14.0 in 11.4 s")."""
+    return re.search(re.escape(key) + r": [\d.]+ / [\d.]+ in ", log.read_text()) is not None
+
+
 def _records(state: Path) -> dict[str, dict]:
     found = {}
     for path in (state / "records").glob("*.json"):
@@ -816,8 +822,9 @@ def test_the_service_killed_mid_queue_grades_everything_once_after_a_restart(tmp
     service = _start(state, exchange, log)
     try:
         records = _wait(lambda: (lambda r: r if len(r) == 3 and all(
-            x["status"] == GRADED for x in r.values()) else None)(_records(state)), 300,
-            "all three graded", log)
+            x["status"] == GRADED and _logged_result(log, k)
+            for k, x in r.items()) else None)(_records(state)), 300,
+            "all three graded, and their results logged (the record is saved first)", log)
     finally:
         service.send_signal(signal.SIGTERM)
         service.wait(30)
@@ -875,8 +882,9 @@ def test_the_service_grades_on_a_cluster_and_a_worker_killed_mid_rush_loses_noth
         with_group(victim, signal.SIGKILL)              # the nanny and its worker, for good
         victim.wait(10)
         records = _wait(lambda: (lambda r: r if len(r) == 3 and all(
-            x["status"] == GRADED for x in r.values()) else None)(_records(state)), 300,
-            "all three graded", log)
+            x["status"] == GRADED and _logged_result(log, k)
+            for k, x in r.items()) else None)(_records(state)), 300,
+            "all three graded, and their results logged (the record is saved first)", log)
     finally:
         if service is not None:
             service.send_signal(signal.SIGTERM)

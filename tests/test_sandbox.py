@@ -65,7 +65,7 @@ def counted_by(request, monkeypatch):
         pytest.skip("a student is forked only into a cgroup; without one it starts afresh "
                     "(test_without_a_cgroup_a_student_starts_afresh_with_no_socket)")
     if request.param == "watchdog":
-        monkeypatch.setattr(Cgroup, "create", classmethod(lambda cls, limits: None))
+        monkeypatch.setattr(Cgroup, "create", classmethod(lambda cls, limits, parents=None: None))
     return request.param
 
 
@@ -744,7 +744,7 @@ def test_without_a_cgroup_a_student_starts_afresh_with_no_socket(mode, monkeypat
     if mode.get("forked"):
         config = SandboxConfig(**{**SMALL, "isolation": "bwrap"})
         with zygote_for_sandbox(config):
-            monkeypatch.setattr(Cgroup, "create", classmethod(lambda cls, limits: None))
+            monkeypatch.setattr(Cgroup, "create", classmethod(lambda cls, limits, parents=None: None))
             try:
                 session = run_cells(SOCKETS, FORKED_CHECK, isolation="bwrap")
                 assert forked._BROKEN == ["no cgroup can hold a forked student's memory"]
@@ -753,7 +753,7 @@ def test_without_a_cgroup_a_student_starts_afresh_with_no_socket(mode, monkeypat
         assert "zygote.py" not in next(o for o in session.outcomes
                                        if o.label == "2").error["message"]
     else:
-        monkeypatch.setattr(Cgroup, "create", classmethod(lambda cls, limits: None))
+        monkeypatch.setattr(Cgroup, "create", classmethod(lambda cls, limits, parents=None: None))
         session = run_cells(SOCKETS, **mode)
     assert reported(session, "1") == {"socketpair": DENIED, "AF_UNIX": DENIED}
 
