@@ -379,6 +379,15 @@ def _best_mask(norm, base, delta, target, scale: float) -> tuple[torch.Tensor, t
     return masks[best], gaps.gather(1, best[:, None])[:, 0]
 
 
+def _no_dropout_gaps(norm, base, delta, target) -> torch.Tensor:
+    """Each row's largest difference between norm(base + delta) (no dropout) and `target`."""
+    width = base.shape[-1]
+    base, delta, target = (t.double().reshape(-1, width) for t in (base, delta, target))
+    normed = torch.nn.functional.layer_norm(base + delta, (width,), norm.weight.detach().double(),
+                                            norm.bias.detach().double(), norm.eps)
+    return (normed - target).abs().amax(dim=-1)
+
+
 def _fits(ctx, gaps, target) -> bool:
     return bool((gaps <= ctx.atol + ctx.rtol * target.abs().amax()).all())
 
@@ -402,6 +411,10 @@ def _expect_dropout_steps(ctx, steps, noisy: bool) -> None:
     for name, norm, h, sub, out in steps:
         masks, gaps = _best_mask(norm, h, sub, out, 1 / (1 - P))
         if not _fits(ctx, gaps, out):
+            if _fits(ctx, _no_dropout_gaps(norm, h, sub, out), out):
+                raise Fail("in training mode, the {name} sublayer's output reached the residual "
+                           "add without dropout: every sublayer's output goes through dropout, "
+                           "norm(x + dropout(sublayer(x)))", name=name)
             for variant, words in DROPOUT_WRONG:
                 base, delta, scale = variant(h.double(), sub.double())
                 if _fits(ctx, _best_mask(norm, base, delta, out, scale)[1], out):

@@ -359,7 +359,11 @@ def _greedy(ctx, variant, src, length=None, seed=7):
 
 
 def _tokens(value, shape, what) -> torch.Tensor:
-    """Token ids: an integer tensor of `shape`."""
+    """Token ids: an integer tensor of `shape` (one column more, all BOS first, is named)."""
+    if isinstance(value, torch.Tensor) and tuple(value.shape) == (shape[0], shape[1] + 1) and \
+            dtype_kind(value) == "integer" and bool((value[:, 0] == BOS).all()):
+        raise Fail("{what}: BOS came back as the first column; return the tokens after it",
+                   what=what)
     return expect_kind(expect_shape(value, shape, what), "integer", what)
 
 
@@ -376,7 +380,16 @@ def test_greedy_no_bos(ctx):
         raise Fail("greedy_decode emitted BOS on a model that rates BOS highest: BOS only starts "
                    "the decoder's input, so exclude it from the choice")
     if not torch.equal(got.long(), expected):
-        raise Fail("greedy_decode should pick the most likely token other than BOS")
+        wrong = [row for row in range(len(expected)) if not torch.equal(got[row].long(),
+                                                                         expected[row])]
+        if (got == got[:1]).all() and not (expected == expected[:1]).all():
+            raise Fail("greedy_decode left BOS out, but wrote the same tokens for every source: "
+                       "each row's tokens come from model.decode with that row's memory")
+        raise Fail("greedy_decode left BOS out, but wrote {got} instead of {expected} (row "
+                   "{row}; {n} of {rows} rows differ): at each step, write each row's most "
+                   "likely token other than BOS, from the logits of its last position",
+                   got=got[wrong[0]].tolist(), expected=expected[wrong[0]].tolist(),
+                   row=wrong[0], n=len(wrong), rows=len(expected))
 
 
 def test_greedy_last_position(ctx):
@@ -459,7 +472,10 @@ def test_greedy_length(ctx):
     src = ctx.randint(0, 10, 5, 8)
     _, got, expected = _greedy(ctx, "mixed", src, length=5, seed=13)
     if not _same(got, expected, "greedy_decode(model, src [5, 8], bos, length=5)"):
-        raise Fail("greedy_decode with length=5 should return the 5 tokens written, without BOS")
+        rows = int((as_tensor(got, "") != expected).any(1).sum())
+        raise Fail("greedy_decode with length=5 returned 5 tokens a row, but {rows} of 5 rows are "
+                   "not the ones greedy decoding writes: each token is the argmax, other than "
+                   "BOS, of the last position, whatever the length", rows=rows)
     _, got, expected = _greedy(ctx, "mixed", src, seed=13)
     got = expect_kind(got, "integer", "greedy_decode")
     if tuple(got.shape) == (5, 9):

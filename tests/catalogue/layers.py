@@ -256,6 +256,13 @@ BUGS += [
         more=[("self.dropout = nn.Dropout(dropout)\n",
                "self.p = dropout\n\n    def drop(self, h):\n"
                "        return h * (torch.rand_like(h) >= self.p) if self.training else h\n")]),
+    # dropout at one sublayer only: the other's message names that sublayer, not the scale
+    bug("encoder_dropout_only_at_ffn", A, "encoder-code", ENC_ATTN,
+        "x = self.norm1(x + self.self_attn(x, x, mask))",
+        {"encoder.dropout": ("self-attention", "without dropout")}),
+    bug("decoder_dropout_missing_at_cross", A, "decoder-code", DEC_CROSS,
+        "y = self.norm2(y + self.cross_attn(y, memory, memory_mask))",
+        {"decoder.dropout": ("cross-attention", "without dropout")}),
     bug("decoder_dropout_keep_probability", A, "decoder-code", "self.dropout = nn.Dropout(dropout)",
         "self.dropout = nn.Dropout(1 - dropout)", {"decoder.dropout": "probability"}),
     bug("decoder_dropout_after_residual", A, "decoder-code", DEC_CROSS,

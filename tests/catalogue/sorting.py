@@ -62,11 +62,20 @@ BUGS = [
     bug("greedy_emits_bos", A, "greedy-code", '        logits[:, bos] = float("-inf")\n', "",
         {"greedy.no_bos": "exclude"}),
     bug("greedy_returns_bos", A, "greedy-code", "return out[:, 1:]", "return out",
-        {"greedy.length": "BOS"}),
+        {check: ("BOS", "first column") for check in ("greedy.no_bos", "greedy.last_position",
+                                                      "greedy.encoder_once", "greedy.reference",
+                                                      "greedy.length")}),
     bug("greedy_reads_first_position", A, "greedy-code", "model.decode(out, memory)[:, -1]",
         "model.decode(out, memory)[:, 0]", {"greedy.last_position": "last position"}),
     bug("greedy_samples", A, "greedy-code", "logits.argmax(dim=-1, keepdim=True)",
         "torch.multinomial(logits.softmax(dim=-1), 1)", {"greedy.reference": "argmax"}),
+    # the memory of the first source only (decoding per row goes wrong, BOS is still left out):
+    # no message may blame BOS or the length
+    bug("greedy_first_source_only", A, "greedy-code", "memory = model.encode(src)",
+        "memory = model.encode(src[:1].expand_as(src))",
+        {"greedy.no_bos": ("left BOS out", "same tokens for every source"),
+         "greedy.last_position": "same tokens for every source",
+         "greedy.reference": "argmax", "greedy.length": ("5 tokens a row", "of 5 rows")}),
     bug("greedy_encodes_every_step", A, "greedy-code", "model.decode(out, memory)",
         "model.decode(out, model.encode(src))", {"greedy.encoder_once": "once"}),
     # trained with the course's recipe: the point is that the model does not learn to sort (both
