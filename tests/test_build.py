@@ -269,3 +269,41 @@ def test_the_table_says_ignored_once():
     from tfcourse.batch.runner import table
     text = table([], ignored=[("notes.txt", "a file, not a notebook nor a folder: ignored")])
     assert text.count("ignored") == 1, text
+
+
+def _course_with_a_gradebook(tmp_path):
+    copy = tmp_path / "course"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "graded", "__pycache__", "*.db", "release", "solutions", "docs", "bench",
+        "tests"))
+    (copy / "gradebook.db").write_bytes(b"")
+    return copy
+
+
+GRADEBOOK_PROBE = (
+    "import sys; from tfcourse.course import load_course; "
+    "from tfcourse.build.gradebook import gradebook_url; "
+    "from tfcourse.build.points import points_disagreements; c = load_course(sys.argv[1]); "
+    "print(gradebook_url(c), points_disagreements(c), sorted(m for m in "
+    "('nbconvert', 'nbformat', 'nbgrader', 'torch') if m in sys.modules))")
+
+
+def test_the_points_warning_of_tfcourse_grade_loads_no_notebook_library(tmp_path):
+    """`tfcourse grade` first compares course.yaml's points with the notebooks' and the
+    gradebook's: that read runs neither nbgrader_config.py (it imports nbgrader, nbconvert and
+    torch: 8 to 30 s before the command's first line) nor nbformat, where the configuration names
+    no db_url."""
+    copy = _course_with_a_gradebook(tmp_path)
+    said = subprocess.run([sys.executable, "-c", GRADEBOOK_PROBE, str(copy)],
+                          capture_output=True, text=True, timeout=300, check=True).stdout
+    assert said.strip() == f"sqlite:///{copy / 'gradebook.db'} [] []"
+
+
+@pytest.mark.slow          # runs nbgrader_config.py: it imports nbgrader, nbconvert and torch
+def test_a_db_url_in_nbgrader_config_is_still_read(tmp_path):
+    copy = _course_with_a_gradebook(tmp_path)
+    config = copy / "nbgrader_config.py"
+    config.write_text(config.read_text() + "\nc.CourseDirectory.db_url = 'sqlite:////none.db'\n")
+    said = subprocess.run([sys.executable, "-c", GRADEBOOK_PROBE, str(copy)],
+                          capture_output=True, text=True, timeout=300, check=True).stdout
+    assert said.startswith("None [] [")          # /none.db does not exist: read, not guessed

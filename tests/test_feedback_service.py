@@ -251,6 +251,38 @@ def test_a_submission_still_being_copied_waits(course, tmp_path):
     assert feedback.scan() == 1
 
 
+def test_an_unchanged_inbound_folder_is_not_listed_again(course, tmp_path, monkeypatch):
+    """A classmate's junk (thousands of entries) costs a look at each only when the folder changes:
+    while its mtime stays, a poll looks at nothing but the folders still being written; a new
+    entry changes the mtime and is found at once; a whole listing at least every RELIST_SECONDS."""
+    from tfcourse.hub import inbox as watched
+    feedback = service(course, tmp_path)
+    waiting = submit(tmp_path / "exchange", "alice")
+    (waiting / "timestamp.txt").unlink()            # still being copied
+    folder = waiting.parent
+    for n in range(2000):
+        os.close(os.open(folder / f"junk{n}", os.O_CREAT | os.O_WRONLY, 0o600))
+    old = time.time() - 10
+    os.utime(folder, (old, old))                    # last changed 10 s ago
+    listings = []
+    real = os.scandir
+    monkeypatch.setattr(watched.os, "scandir", lambda path: (
+        listings.append(path) if path == folder else None) or real(path))
+    assert feedback.scan() == 0 and len(listings) == 1
+    assert feedback.scan() == 0 and len(listings) == 1  # unchanged: only alice's folder looked at
+    (waiting / "timestamp.txt").write_text("1")         # the inbound folder's mtime stays
+    assert feedback.scan() == 1 and len(listings) == 1
+    submit(tmp_path / "exchange", "bob")                # a new entry: the folder changed
+    assert feedback.scan() == 1 and len(listings) == 2
+    os.utime(folder, (old, old))
+    feedback.scan()
+    assert len(listings) == 3                           # listed once more, now well after a change
+    feedback.watcher.listed = (feedback.watcher.listed[0],
+                               time.time() - watched.RELIST_SECONDS - 1)
+    feedback.scan()
+    assert len(listings) == 4                           # and at least every RELIST_SECONDS
+
+
 def test_nothing_is_taken_from_an_inbound_folder_that_is_not_the_instructors(course, tmp_path):
     """A student who replaced the course's folder in an exchange root without the sticky bit,
     or an inbound folder anyone can list: the service takes nothing, and says why."""

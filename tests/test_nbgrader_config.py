@@ -130,3 +130,24 @@ def test_autograde_refuses_a_notebook_built_to_be_expensive_to_read_before_parsi
         exporter.from_filename(str(evil))
     output, _ = exporter.from_filename(str(ROOT / "release" / "01-attention" / "attention.ipynb"))
     assert '"nbgrader"' in output
+
+
+def test_a_grading_that_failed_is_not_stored_as_a_score_of_0(monkeypatch, course, tmp_path):
+    """When the grader fails on a notebook (its sandbox never came up, under load), autograde's
+    step raises: nbgrader reports that submission as failed and stores nothing, instead of blank
+    verdicts that it would total as 0 points."""
+    import nbformat
+
+    from tfcourse.adapters import nbgrader as adapter
+    from tfcourse.submission.report import SubmissionReport
+    from conftest import make_submission
+
+    monkeypatch.setattr(adapter, "grade_with_runner", lambda *args, **kw: SubmissionReport(
+        "01-attention", "alice", error="attention.ipynb: the student's process could not be "
+                                       "started: no answer within 60 s"))
+    folder = make_submission(tmp_path / "alice", "01-attention")
+    nb = nbformat.read(str(folder / "attention.ipynb"), as_version=4)
+    resources = {"nbgrader": {"assignment": "01-attention", "notebook": "attention"}}
+    with pytest.raises(RuntimeError, match="the grader failed on attention.ipynb .*could not "
+                                           "be started.*nothing was stored"):
+        adapter.SandboxedGrade(course_root=str(ROOT)).preprocess(nb, resources)

@@ -131,6 +131,68 @@ def test_student_code_over_the_limit_is_not_checked_against_the_rules(course, tm
     assert run.session is None and run.static is None      # nothing ran, nothing was parsed
 
 
+def _starts(monkeypatch, failures: int) -> list[int]:
+    """StudentSession.start made to fail as a sandbox that does not come up (under load), the
+    first `failures` times, then to succeed without starting anything; its calls are counted."""
+    from tfcourse.sandbox.session import NotStarted, StudentSession
+    calls = []
+
+    def start(session):
+        calls.append(1)
+        if len(calls) <= failures:
+            raise NotStarted("no answer within 60 s")
+    monkeypatch.setattr(StudentSession, "start", start)
+    monkeypatch.setattr("time.sleep", lambda seconds: None)
+    return calls
+
+
+@pytest.mark.parametrize("failures", [1, 2])
+def test_a_sandbox_that_does_not_come_up_is_tried_again_then_fails_the_grading(
+        course, tmp_path, monkeypatch, failures):
+    """The student's sandbox not starting (its worker silent at start, no student code run in it)
+    is the machine's trouble: tried once more; failing again, the grading fails (report.error,
+    nothing scored, graded again by the next run) instead of scoring the notebook 0."""
+    from tfcourse.submission.run import NotGraded, SubmissionRun
+    folder = make_submission(tmp_path / "alice", A)
+    assignment = course.assignment(A)
+    run = SubmissionRun(course, assignment, "alice", {"attention.ipynb":
+                                                      folder / "attention.ipynb"}, None)
+    calls = _starts(monkeypatch, failures)
+    group = assignment.checks[0]
+    if failures == 1:
+        assert run.notebook(group).context() is not None
+    else:
+        with pytest.raises(NotGraded, match="could not run this notebook"):
+            run.notebook(group).context()
+    assert len(calls) == 2
+    report = run.finish()
+    if failures == 1:
+        assert report.error is None
+    else:
+        assert "the student's process could not be started" in report.error
+        assert "no answer within 60 s" in report.error
+
+
+def test_a_sandbox_refused_by_the_course_still_scores_0_with_its_reason(course, tmp_path,
+                                                                         monkeypatch):
+    """A sandbox the course's settings refuse (ProcessEnded, not NotStarted) is not retried and
+    is no failure of the grader: each check says why it was not graded (tests/test_hostile.py
+    grades that case end to end)."""
+    from tfcourse.sandbox.session import ProcessEnded, StudentSession
+    from tfcourse.submission.run import NotGraded, SubmissionRun
+    folder = make_submission(tmp_path / "alice", A)
+    assignment = course.assignment(A)
+    run = SubmissionRun(course, assignment, "alice", {"attention.ipynb":
+                                                      folder / "attention.ipynb"}, None)
+    calls = []
+    monkeypatch.setattr(StudentSession, "start", lambda session: calls.append(1) or (
+        _ for _ in ()).throw(ProcessEnded("student code was not run: weaker isolation")))
+    group = assignment.checks[0]
+    with pytest.raises(NotGraded, match="could not run this notebook"):
+        run.notebook(group).context()
+    assert len(calls) == 1 and run.finish().error is None
+
+
 def test_the_trusted_pytest_reads_nothing_from_outside_the_graders():
     from tfcourse.submission.grade import PYTEST_VARIABLES, pytest_arguments
     from tfcourse.course import load_course

@@ -101,7 +101,7 @@ def _warn_about_stale_points(course) -> None:
     """Loudly, on stderr: nbgrader's gradebook or the source notebooks hold other points than
     course.yaml (this command grades with course.yaml's; nbgrader autograde would not)."""
     from .build.gradebook import advice, disagreements
-    from .build.release import points_disagreements
+    from .build.points import points_disagreements
 
     lines = points_disagreements(course) + disagreements(course)
     if lines:

@@ -115,6 +115,9 @@ def _score_test_cells(root: Path, nb, resources, lang_option: str, execute=None)
         report = zero_report(course, assignment.id, name, "not graded: {name} is {what}; only "
                                                           "regular files are graded",
                              {"name": name, "what": KIND_WORDS.get(kind, kind)})
+    if report.error:        # nbgrader would store the blank verdicts as a score of 0
+        raise RuntimeError(f"not graded: the grader failed on {name} ({report.error}); nothing "
+                           f"was stored for this submission: autograde it again")
     tests, sources = {}, {}
     for cell in nb.cells:
         gid = nbtools.grade_id(cell)

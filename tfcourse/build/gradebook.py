@@ -27,7 +27,14 @@ def gradebook_url(course: Course) -> str | None:
 
 
 def _configured_url(course: Course) -> str:
-    if not (course.root / "nbgrader_config.py").is_file():
+    """The course's nbgrader_config.py's db_url, or "". A file that never names db_url sets none:
+    it is not run then (it imports nbgrader, nbconvert and torch: seconds before a command's first
+    line)."""
+    try:
+        text = (course.root / "nbgrader_config.py").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    if "db_url" not in text:
         return ""
     try:
         from traitlets.config.loader import PyFileConfigLoader

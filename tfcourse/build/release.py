@@ -25,6 +25,7 @@ from .examples import example_files
 from .gradebook import disagreements as gradebook_disagreements
 from .gradebook import gradebook_url
 from .language import select_language
+from .points import source_notebooks
 
 
 class BuildError(Exception):
@@ -32,12 +33,6 @@ class BuildError(Exception):
 
 
 # -- points and helper modules -------------------------------------------------------------------
-def source_notebooks(course: Course):
-    for assignment in course.assignments:
-        for name in assignment.notebooks:
-            yield assignment, course.source_dir / assignment.id / name
-
-
 def with_points(course: Course, nb, assignment) -> tuple[object, list[str]]:
     """The notebook with each test cell's points set from course.yaml; and the problems found."""
     problems = []
@@ -54,22 +49,6 @@ def with_points(course: Course, nb, assignment) -> tuple[object, list[str]]:
     if not notebook.cells_with_role(nb, "setup"):
         problems.append(f"{assignment.id}: no setup cell (metadata tfcourse.role = setup)")
     return nb, problems
-
-
-def points_disagreements(course: Course) -> list[str]:
-    """Each source notebook whose test cells' points are not course.yaml's (a line each)."""
-    found = []
-    for assignment, path in source_notebooks(course):
-        nb = source_notebook(path).nb
-        for cell in nb.cells:
-            gid = notebook.grade_id(cell)
-            group = next((g for g in assignment.checks if g.id == gid), None)
-            if notebook.is_test(cell) and group is not None and \
-                    notebook.nbgrader(cell).get("points") != group.points:
-                found.append(f"{path.relative_to(course.root)}: {gid} has "
-                             f"{notebook.nbgrader(cell).get('points')} points, course.yaml "
-                             f"{group.points:g}")
-    return found
 
 
 def helper_modules(course: Course) -> dict[Path, str]:

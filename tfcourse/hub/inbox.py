@@ -35,6 +35,11 @@ KEY_BYTES = 200             # longer names are not nbgrader's (and "<name>.json"
 # until then it is still being written, unless it has been there this long (made by another tool).
 SETTLE_SECONDS = 60
 JUNK = 100_000              # names of entries that are never submissions, remembered at most
+# The inbound folder is listed again when it changed (its mtime), and at least this often; a listing
+# made within CHANGE_SECONDS of its last change is not trusted to have seen that change (file
+# systems whose times are coarse).
+RELIST_SECONDS = 30
+CHANGE_SECONDS = 2
 
 
 @dataclass(frozen=True)
@@ -82,43 +87,71 @@ def check_inbound(folder: Path) -> str:
 class Watcher:
     """Finds new entries in the inbound folder. Names that will never be a submission (a file, a
     link, a name nbgrader does not make) are remembered, so that a folder full of them costs one
-    look each, not one per poll."""
+    look each, not one per poll. While the folder itself is unchanged (its modification time, no
+    entry added, removed or renamed), only the entries still being written are looked at again,
+    with a whole listing at least every RELIST_SECONDS."""
 
     def __init__(self, folder: Path):
         self.folder = folder
         self.junk: set[str] = set()
+        self.listed: tuple[int, float] | None = None    # (folder's mtime_ns, when it was listed)
+        self.unfinished: dict[str, str] = {}           # still being written: name -> path
 
     def arrivals(self, seen, now: float | None = None) -> list[Arrival]:
         """The entries not `seen` yet (a predicate on the name) and complete (SETTLE_SECONDS),
         oldest first by modification time."""
         now = time.time() if now is None else now
-        found = []
         try:
-            entries = list(os.scandir(self.folder))
+            stamp = os.lstat(self.folder).st_mtime_ns
+            names = self._names(stamp, now)
         except OSError:
             return []
-        for entry in entries:
-            key = entry.name
+        found, self.unfinished = [], {}
+        for key, path in names:
             if key in self.junk or seen(key):
                 continue
-            parts = key.split("+")
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if key.startswith(".") or len(os.fsencode(key)) > KEY_BYTES or \
-                    not key.isprintable() or len(parts) < 3 or not parts[0] or not parts[1] \
-                    or not stat.S_ISDIR(info.st_mode):
-                if len(self.junk) < JUNK:
-                    self.junk.add(key)
-                continue
-            done = os.path.lexists(os.path.join(entry.path, "timestamp.txt")) and \
-                stat.S_IMODE(info.st_mode) & 0o777 == 0o777
-            if not done and now - info.st_mtime < SETTLE_SECONDS:
-                continue                            # still being copied
-            found.append((info.st_mtime, Arrival(key, Path(entry.path), parts[0], parts[1],
-                                                 owner_of(info), info.st_uid)))
+            arrival = self._look(key, path, now)
+            if arrival is not None:
+                found.append(arrival)
         return [arrival for _, arrival in sorted(found, key=lambda item: (item[0], item[1].key))]
+
+    def _names(self, stamp: int, now: float) -> list[tuple[str, str]]:
+        """(name, path) of the entries to look at: every entry, or, while the folder is unchanged
+        since a listing made well after its last change, those that were still being written."""
+        if self.listed is not None and self.listed[0] == stamp and \
+                self.listed[1] - stamp / 1e9 > CHANGE_SECONDS and \
+                now - self.listed[1] < RELIST_SECONDS:
+            return list(self.unfinished.items())
+        names = [(entry.name, entry.path) for entry in os.scandir(self.folder)]
+        self.listed = (stamp, now)
+        return names
+
+    def _look(self, key: str, path: str, now: float) -> tuple[float, Arrival] | None:
+        """An entry: a complete submission (its mtime, the Arrival), or None (junk, remembered;
+        or still being written, looked at again at the next poll)."""
+        parts = key.split("+")
+        if key.startswith(".") or len(os.fsencode(key)) > KEY_BYTES or \
+                not key.isprintable() or len(parts) < 3 or not parts[0] or not parts[1]:
+            self._junk(key)
+            return None
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return None
+        if not stat.S_ISDIR(info.st_mode):
+            self._junk(key)
+            return None
+        done = os.path.lexists(os.path.join(path, "timestamp.txt")) and \
+            stat.S_IMODE(info.st_mode) & 0o777 == 0o777
+        if not done and now - info.st_mtime < SETTLE_SECONDS:
+            self.unfinished[key] = path                 # still being copied
+            return None
+        return info.st_mtime, Arrival(key, Path(path), parts[0], parts[1], owner_of(info),
+                                      info.st_uid)
+
+    def _junk(self, key: str) -> None:
+        if len(self.junk) < JUNK:
+            self.junk.add(key)
 
 
 def snapshot(course: Course, arrival: Arrival, destination: Path) -> list[str]:

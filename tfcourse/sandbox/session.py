@@ -59,6 +59,12 @@ class ProcessEnded(Exception):
         self.description, self.memory, self.limit = description, memory, limit
 
 
+class NotStarted(ProcessEnded):
+    """The sandbox did not come up: its worker died or gave no answer before any student code
+    ran in it. The machine's trouble (load, a full disk), not the student's: the grader tries
+    once more, then fails the grading rather than score it."""
+
+
 class TimedOut(Exception):
     def __init__(self, seconds: float):
         super().__init__(f"no answer within {seconds:.0f} s")
@@ -118,7 +124,9 @@ class StudentSession:
                           forbidden=self.forbidden)
         except ProcessEnded as error:        # the sandbox itself did not come up: say why
             said = self._sandbox.output.decode("utf-8", "replace").strip().splitlines()
-            raise ProcessEnded(f"{error.description}: {said[-1] if said else 'no output'}")
+            raise NotStarted(f"{error.description}: {said[-1] if said else 'no output'}")
+        except TimedOut as error:
+            raise NotStarted(f"the sandbox's worker gave no answer to its start ({error})")
 
     def _load_cells(self) -> str | None:
         """Run the cells; return the label of a cell that ended the process, if one did."""

@@ -16,7 +16,8 @@ from tfcourse.course import Course, CourseError
 from tfcourse.source import assignment_source
 
 from ..sandbox.launch import Sandbox, SandboxConfig
-from ..sandbox.session import OutOfTime, ProcessEnded, StudentError, StudentSession, TimedOut
+from ..sandbox.session import (NotStarted, OutOfTime, ProcessEnded, StudentError, StudentSession,
+                               TimedOut)
 from . import rules
 from .framework import Context, Fail, describe_student_error
 from .reference import reference
@@ -46,6 +47,7 @@ class NotebookRun:
         self.session: StudentSession | None = None
         self._context: Context | None = None
         self.refusal: tuple[str, dict] | None = None      # why none of its checks can run
+        self.broken: str | None = None      # the sandbox did not come up, twice: no score at all
         self.static = None
         self._gates: dict[tuple, tuple[str, dict] | None] = {}       # group.part -> refusal
         self.tripped: dict[tuple, set[str]] = {}          # group.part -> calls seen
@@ -96,7 +98,7 @@ class NotebookRun:
                                 assignment, course.limit("check_seconds"), self.standins)
         self._context.extra = self.report.extra
         try:
-            self.session.start()
+            self._start_session()
         except OutOfTime:
             self.out_of_time()
             return
@@ -104,10 +106,21 @@ class NotebookRun:
             self.report.notes.append(Note("grader: the student's process could not be started "
                                           "({error})", {"error": str(error)}, "error"))
             self.refusal = ("not graded: the grader could not run this notebook", {})
+            if isinstance(error, NotStarted):           # not the student's doing: no score
+                self.broken = str(error)
             return
         self.report.sandbox = self.session._sandbox.mode if self.session._sandbox else ""
         if self.session.warning:
             self.report.notes.append(Note("grader: {warning}", {"warning": self.session.warning}))
+
+    def _start_session(self) -> None:
+        """Start the student's process; a sandbox that did not come up (NotStarted: no student
+        code ran in it) is tried once more, a second later."""
+        try:
+            self.session.start()
+        except NotStarted:
+            time.sleep(1.0)
+            self.session.start()
 
     def out_of_time(self) -> None:
         """The time for this notebook ran out: no further check of it runs."""
@@ -281,6 +294,8 @@ class SubmissionRun:
                     test_id = f"{group.id}.{test_name}"
                     notebook.tests.append(self._result(test_id, points, refusal))
             report.notebooks.append(notebook)
+            if run.broken and not report.error:     # the grader's failure, not a score of 0
+                report.error = f"{name}: the student's process could not be started: {run.broken}"
         report.seconds = round(time.monotonic() - self.started, 2)
         return report
 
