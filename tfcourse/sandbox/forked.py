@@ -99,8 +99,8 @@ def fitting(config: SandboxConfig, host: "ZygoteHost | None") -> str | None:
 
 def handed(config: SandboxConfig, host: "ZygoteHost | None") -> SandboxConfig:
     """`config`, naming `host`'s control socket when `host` fits it (`fitting`), as a grader's
-    settings name the zygote its job hands on; else `config` as it is."""
-    if fitting(config, host) is None:
+    settings name the zygote its job hands on; else (or before it started) `config` as it is."""
+    if host is None or host.control is None or fitting(config, host) is None:
         return config
     return dataclasses.replace(config, zygote=host.control.fileno())
 
