@@ -131,10 +131,9 @@ def survivors(marker: str) -> list[str]:
 
 @contextlib.contextmanager
 def zygote_for_sandbox(config, wanted: bool = True):
-    """While inside: the sandboxes this process opens for `config` are forked from a zygote
-    started for it (sandbox/forked.py), as a runner's graders get them."""
-    import os
-
+    """While inside: a zygote started for `config` (sandbox/forked.py), as a runner's thread holds
+    one; a sandbox's settings name it where it fits them, as a grader's job hands it on
+    (`forked.handed(settings, host)`). None when not `wanted`."""
     from tfcourse.sandbox import forked
 
     if not wanted:
@@ -143,16 +142,10 @@ def zygote_for_sandbox(config, wanted: bool = True):
     host = forked.ZygoteHost(config)
     assert host.key is not None, "no zygote can be used here"
     host.start()
-    before = os.environ.get(forked.ZYGOTE_VARIABLE)
-    os.environ[forked.ZYGOTE_VARIABLE] = f"{host.control.fileno()}:{host.key}"
     try:
         yield host
     finally:
         forked._CONTROLS.pop(host.control.fileno(), None)
-        if before is None:
-            os.environ.pop(forked.ZYGOTE_VARIABLE, None)
-        else:
-            os.environ[forked.ZYGOTE_VARIABLE] = before
         host.close()
         assert forked._BROKEN == [], forked._BROKEN
 

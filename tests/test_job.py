@@ -1,12 +1,21 @@
 """The one document a grader gets from the runner (tfcourse/submission/job.py): written once,
-read back checked, field by field."""
+read back checked, field by field; the runner resolves it once (the notebooks, the zygote that
+fits), and the grader reads no variable of the runner's environment."""
 import json
+import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tfcourse.batch import child
+from tfcourse.course import load_course
+from tfcourse.sandbox import forked, launch
+from tfcourse.sandbox import limits as measure
+from tfcourse.sandbox.settings import SandboxConfig, bwrap_works
+from tfcourse.submission import failures, finding
 from tfcourse.submission.job import Job, JobError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,7 +26,8 @@ def full_job(tmp_path) -> Job:
                within=tmp_path / "class", assignment="01-attention", threads=2,
                skip=("trained.accuracy",), hide=(tmp_path / "graded",), memory_mb=1024,
                sandbox_folder=tmp_path / "sandboxes", cgroup_parents={"": "/sys/fs/cgroup/x"},
-               zygote_key="ab" * 16)
+               zygote_key="ab" * 16, notebooks={str(tmp_path / "class" / "alice" / "a.ipynb"):
+                                                 "file"}, unfollowed=("sub/link",))
 
 
 def test_a_job_reads_back_as_written(tmp_path):
@@ -40,6 +50,9 @@ def test_a_job_reads_back_as_written(tmp_path):
     ({"cgroup_parents": {"": 3}}, "cgroup_parents is not a map of names to folders"),
     ({"zygote": "3:key"}, "unknown fields: zygote"),
     ({"out": None}, "out is not an absolute path"),
+    ({"notebooks": {"a.ipynb": "file"}}, "notebooks is not a map of paths to what they are"),
+    ({"notebooks": {"/a.ipynb": "folder"}}, "notebooks is not a map of paths to what they are"),
+    ({"unfollowed": "sub/link"}, "unfollowed is not a list"),
 ])
 def test_a_wrong_job_says_which_field(tmp_path, change, says):
     full_job(tmp_path).write(tmp_path / "job.json")
@@ -64,3 +77,172 @@ def test_the_grader_refuses_a_broken_job_plainly(tmp_path):
     assert done.returncode == 2
     assert "tfcourse.submission: the job" in done.stderr and "cannot be read" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# -- the notebooks: found once, by the runner ------------------------------------------------------
+A, NOTEBOOK = "01-attention", "attention.ipynb"
+
+
+@pytest.fixture(scope="module")
+def course():
+    return load_course(ROOT)
+
+
+def alice(tmp_path) -> Path:
+    """A class folder's alice/: the released notebook, another one below, a link not followed."""
+    folder = tmp_path / "class" / "alice"
+    (folder / "sub").mkdir(parents=True)
+    (folder / NOTEBOOK).write_bytes((ROOT / "release" / A / NOTEBOOK).read_bytes())
+    (folder / "sub" / "draft.ipynb").write_text("{}")
+    (folder / "sub" / "link").symlink_to(tmp_path)
+    return folder
+
+
+def job_for(course, folder: Path, tmp_path, assignment=None) -> Job:
+    return child.make_job(course, folder, assignment, 1, [], [], folder.parent,
+                          tmp_path / "report.json", tmp_path, {}, None)
+
+
+def no_search(monkeypatch):
+    """From here on, looking at a submission's files fails."""
+    def searched(*args, **kwargs):
+        raise AssertionError("the submission was looked at again")
+
+    for module, name in ((finding, "candidates_in"), (finding, "listing"),
+                         (finding, "kind_inside"), (failures, "kind_inside"),
+                         (failures, "find_notebooks")):
+        monkeypatch.setattr(module, name, searched)
+
+
+def test_the_runner_lists_the_notebooks_and_the_grader_searches_no_more(course, tmp_path,
+                                                                        monkeypatch):
+    """The job lists the notebooks as found (and the links not followed); the grader matches that
+    list to the assignment and refuses nothing it did not list, without looking again."""
+    import tfcourse.submission.__main__ as grader
+    import tfcourse.submission.grade
+
+    folder = alice(tmp_path)
+    job = job_for(course, folder, tmp_path)
+    assert job.assignment == A and job.unfollowed == ("sub/link",)
+    assert job.notebooks == {str(folder / NOTEBOOK): "file",
+                             str(folder / "sub" / "draft.ipynb"): "file"}
+    assert Job.from_dict(json.loads(json.dumps({"version": 1, **{
+        name: str(value) if isinstance(value, Path) else value
+        for name, value in vars(job).items()}}))).notebooks == job.notebooks
+    expected = finding.find_notebooks(course, folder, None, folder.parent, by_content=True)
+    graded = {}
+
+    class NoSandbox:
+        def __init__(self, config):
+            pass
+
+        def start(self):
+            pass
+
+        def close(self):
+            pass
+
+    def grade_submission(course, submission, assignment_id, notebooks, config, **options):
+        graded.update(assignment=assignment_id, notebooks=notebooks)
+        raise RuntimeError("graded")
+
+    no_search(monkeypatch)
+    assert finding.job_notebooks(course, job, by_content=True) == expected
+    monkeypatch.setattr(grader, "open_sandbox", NoSandbox)
+    monkeypatch.setattr(tfcourse.submission.grade, "grade_submission", grade_submission)
+    report = grader.grade(job, None, None)
+    assert graded == {"assignment": A, "notebooks": expected[1]}
+    assert "RuntimeError: graded" in report["error"] and len(report["notebooks"][0]["tests"]) == 10
+
+
+def test_a_submission_refused_whole_is_refused_by_its_listing(course, tmp_path, monkeypatch):
+    """A submission that is itself a link is refused as listed in its job, not looked at again."""
+    import tfcourse.submission.__main__ as grader
+
+    (tmp_path / "class").mkdir()
+    (tmp_path / "class" / NOTEBOOK).symlink_to(ROOT / "release" / A / NOTEBOOK)
+    job = job_for(course, tmp_path / "class" / NOTEBOOK, tmp_path)
+    assert job.notebooks == {str(tmp_path / "class" / NOTEBOOK): "link"} and job.assignment == A
+    no_search(monkeypatch)
+    report = grader.grade(job, None, None)
+    assert report["notes"][0]["params"] == {"name": NOTEBOOK, "what": "a symbolic link"}
+
+
+def test_a_failed_grader_is_reported_on_the_job_s_listing(course, tmp_path, monkeypatch):
+    """When the grader fails, the runner's report of it takes the job's assignment: the
+    submission's files are listed once in all (by the runner, for the job)."""
+    folder = alice(tmp_path)
+    (folder / NOTEBOOK).rename(folder / "mine.txt")              # no name tells the assignment
+    looks = []
+    listed = finding.candidates_in
+    monkeypatch.setattr(finding, "candidates_in", lambda *a: looks.append(a) or listed(*a))
+    monkeypatch.setattr(child.sys, "executable", "/bin/false")     # a grader that fails at once
+    monkeypatch.setenv("TFCOURSE_FORK_SERVER", "0")
+    monkeypatch.setenv("TFCOURSE_STUDENT_FORKS", "0")
+    report = child.grade_in_child(course, folder, None, 1, [], [], folder.parent)
+    assert len(looks) == 1
+    assert report.assignment == "" and "the grader process ended with status 1" in report.error
+    assert "its assignment could not be told" in report.notes[-1].template
+
+
+# -- nothing passes through the environment ----------------------------------------------------
+OLD_VARIABLES = ("TFCOURSE_ZYGOTE", "TFCOURSE_CGROUP_PARENT", "TFCOURSE_SANDBOX_FOLDER")
+
+
+def test_the_sandbox_reads_no_variable_of_the_runner(tmp_path, monkeypatch):
+    """Where a sandbox is made, the cgroups' parents and the zygote come in its settings only:
+    the variables that once carried them change nothing."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    monkeypatch.setenv("TFCOURSE_SANDBOX_FOLDER", str(tmp_path))
+    monkeypatch.setenv("TFCOURSE_CGROUP_PARENT", json.dumps({"": str(tmp_path)}))
+    monkeypatch.setenv("TFCOURSE_ZYGOTE", f"{theirs.fileno()}:{'ab' * 16}")
+    try:
+        sandbox = forked.open_sandbox(SandboxConfig(isolation="process"))
+        try:
+            assert type(sandbox) is launch.Sandbox and sandbox.base.parent != tmp_path
+        finally:
+            sandbox.close()
+        assert measure._given_parent("", None) is None
+        assert measure._given_parent("", {"": str(tmp_path)}) == tmp_path
+    finally:
+        forked._CONTROLS.pop(theirs.fileno(), None)
+        ours.close()
+        theirs.close()
+    engine = Path(child.__file__).parents[1]
+    said = [str(path) for path in engine.rglob("*.py")
+            if any(name in path.read_text(encoding="utf-8") for name in OLD_VARIABLES)]
+    assert said == []
+
+
+def test_a_grader_forks_from_the_zygote_its_settings_name(tmp_path):
+    """The grader uses the zygote it is handed as given (the runner checked that it fits)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        sandbox = forked.open_sandbox(SandboxConfig(isolation="process", folder=tmp_path,
+                                                    zygote=theirs.fileno()))
+        assert isinstance(sandbox, forked.ForkedSandbox) and sandbox.forked
+        assert list(tmp_path.iterdir()) == []           # its files go to the zygote
+    finally:
+        forked._CONTROLS.pop(theirs.fileno(), None)
+        ours.close()
+        theirs.close()
+
+
+@pytest.mark.skipif(not (bwrap_works() and os.geteuid() == 0),
+                    reason="a zygote is used only in bubblewrap, as root")
+def test_the_runner_hands_its_zygote_only_to_the_sandboxes_it_fits(tmp_path):
+    """A job's sandbox that would hide what the zygote shows (a folder under a tree it binds),
+    or run more torch threads, gets no zygote: a fresh sandbox, as the grader once decided."""
+    config = {"memory_mb": 768, "disk_mb": 64, "processes": 32, "isolation": "bwrap"}
+    host = forked.ZygoteHost(SandboxConfig(**config))          # its key; not started
+    try:
+        assert host.key is not None
+        assert forked.fitting(SandboxConfig(**config, folder=tmp_path), host) == host.key
+        shown = Path(os.path.realpath(sys.prefix)) / "lib"      # bound into every sandbox
+        assert forked.fitting(SandboxConfig(**config, hide=[shown]), host) is None
+        assert forked.fitting(SandboxConfig(**config, threads=2), host) is None
+        assert forked.handed(SandboxConfig(**config, threads=2), host).zygote is None
+        assert forked.handed(SandboxConfig(**config), host).zygote is None    # no socket yet
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        host.close()

@@ -24,6 +24,7 @@ import pytest
 from conftest import ROOT, survivors, zygote_for_sandbox
 
 from tfcourse.sandbox import binds, forked, launch, seccomp
+from tfcourse.sandbox.forked import handed
 from tfcourse.sandbox import limits as measure
 from tfcourse.sandbox.launch import Sandbox, SandboxConfig, bwrap_works, choose_isolation
 from tfcourse.sandbox.limits import Cgroup, Limits
@@ -73,16 +74,17 @@ def code(text: str) -> str:
     return textwrap.dedent(text).replace("TOKEN", TOKEN).strip() + "\n"
 
 
-def run_cells(*sources: str, forked: bool = False, **config) -> StudentSession:
+def run_cells(*sources: str, forked: bool = False, zygote=None, **config) -> StudentSession:
     """Run `sources` as cells 1, 2, ... in a fresh sandbox; the session, closed. `forked`: each
     student's process is forked from a zygote started for this sandbox (and the last cell checks
-    that it was)."""
+    that it was); `zygote`: one started already, handed on where it fits, as a runner does."""
     cells = [Cell(str(number), source) for number, source in enumerate(sources, 1)]
     sandbox_config = SandboxConfig(**{**SMALL, **config})
     if forked:
         cells.append(Cell("forked", FORKED_CHECK))
-    session = StudentSession(cells, sandbox_config, [], 20, time.monotonic() + 120)
-    with zygote_for_sandbox(sandbox_config, forked):
+    with zygote_for_sandbox(sandbox_config, forked) as host:
+        session = StudentSession(cells, handed(sandbox_config, host or zygote), [], 20,
+                                 time.monotonic() + 120)
         try:
             session.start()
         finally:
@@ -528,8 +530,10 @@ from tfcourse.sandbox.launch import SandboxConfig
 from tfcourse.sandbox.session import Cell
 set_subreaper()
 config = {config!r}
-config.pop("forked", None)          # a zygote of the test's, named in TFCOURSE_ZYGOTE, if any
-session = StudentSession([Cell("1", {cell!r})], SandboxConfig(**config), [], 20,
+config.pop("forked", None)
+# as a grader's job says: where its sandboxes go, and the zygote of the test's, if any, that fits
+session = StudentSession([Cell("1", {cell!r})], SandboxConfig(**config, folder={folder!r},
+                                                              zygote={zygote!r}), [], 20,
                          time.monotonic() + 120)
 session.start()
 cgroup = session._sandbox.cgroup
@@ -545,15 +549,16 @@ def test_nothing_outlives_a_grader_killed_by_sigkill(mode, tmp_path):
     """Student daemons (double fork, new session, SIGTERM ignored) die with a grader killed by
     SIGKILL, and the sandbox's cgroup and folder are removed."""
     config = {**SMALL, **mode}
-    script = GRADER.format(root=str(ROOT), cell=DAEMONS, config=config)
     sandboxes = tmp_path / "sandboxes"            # as the runner does: its grader leaves them
     sandboxes.mkdir(mode=0o711)
     plain = SandboxConfig(**{k: v for k, v in config.items() if k != "forked"})
     with zygote_for_sandbox(plain, "forked" in config) as zygote:
-        kept = [zygote.control.fileno()] if zygote else []
+        fd = handed(plain, zygote).zygote
+        assert (fd is not None) == ("forked" in config)
+        script = GRADER.format(root=str(ROOT), cell=DAEMONS, config=config,
+                               folder=str(sandboxes), zygote=fd)
         grader = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
-                                  text=True, pass_fds=kept,
-                                  env={**os.environ, launch.SANDBOX_FOLDER: str(sandboxes)})
+                                  text=True, pass_fds=[fd] if fd is not None else [])
         _wait_for_the_daemons_then_kill(grader)
         deadline = time.monotonic() + 10
         folders = grader.folders
@@ -743,10 +748,10 @@ def test_without_a_cgroup_a_student_starts_afresh_with_no_socket(mode, monkeypat
     zygote (whose filter allows AF_UNIX) but started afresh."""
     if mode.get("forked"):
         config = SandboxConfig(**{**SMALL, "isolation": "bwrap"})
-        with zygote_for_sandbox(config):
+        with zygote_for_sandbox(config) as host:
             monkeypatch.setattr(Cgroup, "create", classmethod(lambda cls, limits, parents=None: None))
             try:
-                session = run_cells(SOCKETS, FORKED_CHECK, isolation="bwrap")
+                session = run_cells(SOCKETS, FORKED_CHECK, zygote=host, isolation="bwrap")
                 assert forked._BROKEN == ["no cgroup can hold a forked student's memory"]
             finally:
                 forked._BROKEN.clear()          # or every later zygote test would fail

@@ -85,9 +85,12 @@ raise RuntimeError(json.dumps({{
 """
 
 
-def run(*sources: str) -> StudentSession:
+def run(host, *sources: str, **config) -> StudentSession:
+    """Run `sources` as cells in a sandbox of CONFIG (and `config`), forked from `host` where
+    it fits the sandbox, as a runner hands its zygote to a job's grader."""
     cells = [Cell(str(number), source) for number, source in enumerate(sources, 1)]
-    session = StudentSession(cells, SandboxConfig(**CONFIG), [], 60, time.monotonic() + 120)
+    settings = forked.handed(SandboxConfig(**{**CONFIG, **config}), host)
+    session = StudentSession(cells, settings, [], 60, time.monotonic() + 120)
     try:
         session.start()
     finally:
@@ -102,10 +105,10 @@ def reported(session: StudentSession) -> dict:
 
 
 def test_no_state_crosses_from_one_student_to_the_next():
-    with zygote_for_sandbox(SandboxConfig(**CONFIG)):
-        first = reported(run(LEAVES, FINDS))             # what she sees of her own doings
-        second = reported(run(FINDS))
-        third = reported(run(FINDS))
+    with zygote_for_sandbox(SandboxConfig(**CONFIG)) as host:
+        first = reported(run(host, LEAVES, FINDS))       # what she sees of her own doings
+        second = reported(run(host, FINDS))
+        third = reported(run(host, FINDS))
     assert first["files"] and first["socket"] and first["daemon"] and first["environment"]
     assert second["files"] == [] and second["listing"] == ["tmp"]
     assert first["torch"] == [True, True] and first["channel"]
@@ -125,12 +128,12 @@ def test_no_state_crosses_from_one_student_to_the_next():
 def test_a_killed_zygote_costs_nothing_but_time():
     """Students keep being graded when the zygote dies: a fresh sandbox each, as before."""
     with zygote_for_sandbox(SandboxConfig(**CONFIG)) as host:
-        assert "zygote.py" in reported(run(FINDS))["init"]
+        assert "zygote.py" in reported(run(host, FINDS))["init"]
         for pid in [*host._members(), host.process.pid]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         host.process.wait(timeout=10)
-        seen = reported(run("x = 1", FINDS))
+        seen = reported(run(host, "x = 1", FINDS))
         assert "zygote.py" not in seen["init"] and seen["pid"] == 2
         assert len(forked._BROKEN) == 1
         forked._BROKEN.clear()
@@ -138,15 +141,10 @@ def test_a_killed_zygote_costs_nothing_but_time():
 
 def test_a_sandbox_unlike_the_zygote_is_started_afresh():
     """Another harness, other limits of the bwrap arguments, other threads: no fork."""
-    with zygote_for_sandbox(SandboxConfig(**CONFIG)):
-        other = {**CONFIG, "threads": 2}
-        cells = [Cell("1", FINDS)]
-        session = StudentSession(cells, SandboxConfig(**other), [], 60, time.monotonic() + 120)
-        try:
-            session.start()
-        finally:
-            session.close()
-        assert "zygote.py" not in reported(session)["init"]
+    with zygote_for_sandbox(SandboxConfig(**CONFIG)) as host:
+        assert forked.fitting(SandboxConfig(**CONFIG), host) == host.key
+        assert forked.fitting(SandboxConfig(**CONFIG, threads=2), host) is None
+        assert "zygote.py" not in reported(run(host, FINDS, threads=2))["init"]
         assert forked._BROKEN == []
 
 
@@ -159,7 +157,7 @@ def test_the_zygote_holds_only_the_capabilities_it_needs():
     for name in forked.ZYGOTE_CAPABILITIES:
         wanted |= 1 << CAPABILITY_NUMBERS[name]
     with zygote_for_sandbox(SandboxConfig(**CONFIG)) as host:
-        reported(run(FINDS))                    # it is up and serving
+        reported(run(host, FINDS))              # it is up and serving
         zygotes = [pid for pid in descendants(host.process.pid)     # not its bwrap's two
                    if open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0].endswith(b"python")]
         seen = [dict(line.split(":", 1) for line in open(f"/proc/{pid}/status").read()
@@ -184,9 +182,9 @@ def test_memory_is_limited_as_for_a_fresh_process(megabytes, killed):
     cells = [Cell("1", HOG.replace("MB", str(megabytes))), Cell("2", FINDS)]
     verdicts = []
     for fork in (True, False):
-        with zygote_for_sandbox(SandboxConfig(**config), fork):
-            session = StudentSession(cells, SandboxConfig(**config), [], 60,
-                                     time.monotonic() + 120)
+        with zygote_for_sandbox(SandboxConfig(**config), fork) as host:
+            session = StudentSession(cells, forked.handed(SandboxConfig(**config), host), [],
+                                     60, time.monotonic() + 120)
             try:
                 session.start()
             finally:

@@ -11,6 +11,7 @@ students' processes. `grader_version` is what grading depends on besides the sub
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -22,13 +23,14 @@ import tempfile
 import threading
 from pathlib import Path
 
-from tfcourse.course import Course
+from tfcourse.course import Course, CourseError
 
 from ..process import PARENT_OPTION
 from ..sandbox import forked
-from ..sandbox.limits import MEMORY, PARENT_VARIABLE, Cgroup, Limits, parents_of
-from ..sandbox.settings import SANDBOX_FOLDER
-from ..submission.failures import assignment_of, failure_report
+from ..sandbox.limits import MEMORY, Cgroup, Limits, parents_of
+from ..submission.failures import job_failure_report
+from ..submission.files import Refused
+from ..submission.finding import assignment_by_names, listed
 from ..submission.job import Job
 from ..submission.report import SubmissionReport
 
@@ -162,8 +164,6 @@ def graders_end_on_signals():
 
 GRADER_TASKS = 256             # processes and threads of one grader (its students' have their own)
 ZYGOTE_OPTION = "--zygote-fd"  # the grader's option that names the zygote's control socket
-# What the sandbox reads where no job says (tests set them): never a grader's, whose job says.
-JOB_VARIABLES = (forked.ZYGOTE_VARIABLE, PARENT_VARIABLE, SANDBOX_FOLDER)
 
 
 def grader_cgroup(course: Course) -> tuple[Cgroup | None, dict[str, str], int | None]:
@@ -194,17 +194,23 @@ def _hold(held: Cgroup | None, pid: int) -> Cgroup | None:
 
 def make_job(course: Course, submission: Path, assignment: str | None, threads: int,
              skip: list[str], hide: list[Path], within: Path | None, out: Path,
-             sandboxes: Path, cgroup_parents: dict[str, str], memory_mb: int | None,
-             zygote_key: str | None) -> Job:
+             sandboxes: Path, cgroup_parents: dict[str, str], memory_mb: int | None) -> Job:
     """The job of one submission, resolved here once: paths from / as given (a submission named
-    "--skip=x.ipynb" is a path; no ".." is folded away), its assignment as given or as its
-    notebooks' names tell it."""
-    return Job(submission=Path.cwd() / submission, course=course.root, out=out,
-               within=None if within is None else Path.cwd() / within,
-               assignment=assignment or assignment_of(course, submission, within),
-               threads=threads, skip=tuple(skip), hide=tuple(Path(p) for p in hide),
-               memory_mb=memory_mb, sandbox_folder=sandboxes, cgroup_parents=cgroup_parents,
-               zygote_key=zygote_key)
+    "--skip=x.ipynb" is a path; no ".." is folded away), its notebooks as found, and its
+    assignment as given or as their names tell it. Where they cannot be listed (not inside
+    `within`, unreadable), the job lists none, and the grader says why."""
+    job = Job(submission=Path.cwd() / submission, course=course.root, out=out,
+              within=None if within is None else Path.cwd() / within, assignment=assignment,
+              threads=threads, skip=tuple(skip), hide=tuple(Path(p) for p in hide),
+              memory_mb=memory_mb, sandbox_folder=sandboxes, cgroup_parents=cgroup_parents)
+    try:
+        notebooks, unfollowed = listed(course, submission, within)
+        if assignment is None:
+            assignment = assignment_by_names(course, {Path(path).name for path in notebooks})
+    except (Refused, OSError, ValueError, CourseError):
+        return job
+    return dataclasses.replace(job, assignment=assignment, notebooks=notebooks,
+                               unfollowed=unfollowed)
 
 
 def grade_in_child(course: Course, submission: Path, assignment: str | None, threads: int,
@@ -216,16 +222,17 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
             tempfile.TemporaryDirectory(prefix="tfgrade-", ignore_cleanup_errors=True) as sandboxes:
         os.chmod(sandboxes, 0o711)           # the sandbox user must reach its folder inside
         # This thread's zygote, which forks the students' processes with torch imported
-        # (sandbox/forked.py), where this machine allows one.
+        # (sandbox/forked.py), where this machine allows one: handed on where it fits the job.
         zygote = forked.zygote_for(course, threads)
         held, parents, memory_mb = grader_cgroup(course)
         # The grader's sandboxes go in `sandboxes`, so that they are removed even when the grader
         # is killed before it can remove them itself.
         job = make_job(course, submission, assignment, threads, skip, hide, within,
-                       Path(scratch) / "report.json", Path(sandboxes), parents, memory_mb,
-                       zygote.key if zygote is not None else None)
+                       Path(scratch) / "report.json", Path(sandboxes), parents, memory_mb)
+        job = dataclasses.replace(job, zygote_key=forked.fitting(
+            job.sandbox_config(course, {}), zygote))
         job.write(Path(scratch) / "job.json")
-        kept = {ZYGOTE_OPTION: zygote.control.fileno()} if zygote is not None else {}
+        kept = {ZYGOTE_OPTION: zygote.control.fileno()} if job.zygote_key else {}
         try:
             process = _start(course, Path(scratch) / "job.json", kept)
         except BaseException:
@@ -238,7 +245,7 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
                 return SubmissionReport.from_dict(json.loads(job.out.read_text(encoding="utf-8")))
             except (ValueError, KeyError, TypeError, RecursionError) as error:
                 problem = f"the grader's report could not be read ({error})"
-    return failure_report(course, submission, job.assignment, problem, within, skip)
+    return job_failure_report(course, job, job.assignment, problem, Path(submission).name)
 
 
 def _start(course: Course, job: Path, kept: dict[str, int]):
@@ -247,8 +254,7 @@ def _start(course: Course, job: Path, kept: dict[str, int]):
     fresh = [*args, PARENT_OPTION, str(os.getpid())]
     for option, fd in kept.items():
         fresh += [option, str(fd)]
-    environment = {name: value for name, value in os.environ.items()
-                   if name not in JOB_VARIABLES}
+    environment = dict(os.environ)
     return GRADERS.fork(args, environment, course.root, kept) or GRADERS.start(
         [sys.executable, "-m", "tfcourse.submission", *fresh], cwd=course.root,
         env=environment, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -2,13 +2,14 @@
 machine allows it: grading as root, in bubblewrap, with one torch thread.
 
 - The runner holds one zygote per thread (`zygote_for`, like the grader's fork server), started in
-  bubblewrap with the very allow-list, interpreter and environment a student's process gets, and
-  hands its control socket to each grader it starts (`--zygote-fd FD`, and the KEY it was made
-  for in the grader's job; TFCOURSE_ZYGOTE="FD:KEY" where no job says, as in tests).
-- A grader's `open_sandbox` forks the student's process from it (`ForkedSandbox`) when the
-  zygote's KEY is that of the grader's own sandbox (the same bwrap arguments but the work folder's
-  files, the same interpreter, environment, harness, user and threads); else, or when the zygote
-  fails or is gone, it starts a fresh sandbox as before (launch.Sandbox).
+  bubblewrap with the very allow-list, interpreter and environment a student's process gets. For
+  each job it asks whether the zygote fits the job's sandboxes (`fitting`: their KEY is the
+  zygote's, the same bwrap arguments but the work folder's files, so the same paths hidden, the
+  same interpreter, environment, harness, user and threads), and only then hands its control
+  socket to the grader (`--zygote-fd FD`, and the KEY in the grader's job).
+- A grader's `open_sandbox` forks the student's process from the zygote its sandbox settings name
+  (SandboxConfig.zygote) as given (`ForkedSandbox`); with none, or when the zygote fails or is
+  gone, it starts a fresh sandbox as before (launch.Sandbox).
 
 A forked student's process is watched and limited as any other (its own cgroup, the watchdog, the
 output cap): only how it starts differs, and the isolation is the same (docs/sandbox.md). Its pages
@@ -40,7 +41,6 @@ from .launch import (NOT_ORPHANS, Sandbox, SandboxConfig, _die_with_grader, sand
                      _memory_file, course_standins)
 from .limits import Cgroup
 
-ZYGOTE_VARIABLE = "TFCOURSE_ZYGOTE"       # "FD:KEY": the zygote's control socket, for a grader
 SWITCH = "TFCOURSE_STUDENT_FORKS"
 # What the zygote may do inside bubblewrap: make each student's namespaces and mounts, drop to the
 # sandbox user, let the student's PID 1 kill what the student left (processes of the sandbox
@@ -75,6 +75,34 @@ def fork_key(sandbox: Sandbox) -> str | None:
     text = json.dumps([arguments, str(python), sandbox._environment(), sandbox.drop_to,
                        sorted(sandbox.config.harness.items()), sandbox.config.threads])
     return hashlib.sha256(text.replace(str(sandbox.base), "<base>").encode()).hexdigest()[:32]
+
+
+class _Unmade(Sandbox):
+    """A student's sandbox as its settings would make it, its folders named but not made: what
+    `fork_key` reads of it."""
+
+    def _prepare_folders(self):
+        os.rmdir(self.base)
+
+
+def fitting(config: SandboxConfig, host: "ZygoteHost | None") -> str | None:
+    """`host`'s key when the students' processes of sandboxes made with `config` may be forked
+    from it (their fork key is its: the zygote shows them nothing their own sandbox would hide),
+    else None. The runner asks it of each job, once; the grader forks as its job says."""
+    if host is None or host.key is None:
+        return None
+    try:
+        return host.key if fork_key(_Unmade(config)) == host.key else None
+    except OSError:                             # no folder to name it in: a fresh one will say
+        return None
+
+
+def handed(config: SandboxConfig, host: "ZygoteHost | None") -> SandboxConfig:
+    """`config`, naming `host`'s control socket when `host` fits it (`fitting`), as a grader's
+    settings name the zygote its job hands on; else (or before it started) `config` as it is."""
+    if host is None or host.control is None or fitting(config, host) is None:
+        return config
+    return dataclasses.replace(config, zygote=host.control.fileno())
 
 
 # -- the runner's side: one zygote per thread ---------------------------------------------------
@@ -441,21 +469,14 @@ def _said_broken(why: str) -> None:
     print(f"tfcourse: a student's process is started afresh: {why}", file=sys.stderr)
 
 
-def open_sandbox(config: SandboxConfig, zygote: tuple[int, str | None] | None = None) -> Sandbox:
-    """The sandbox of one student's process: forked from the runner's zygote where it matches this
-    sandbox, else started afresh (launch.Sandbox). `zygote`: its control socket and the key it
-    was made for, as a grader's job hands them on (None: as ZYGOTE_VARIABLE says, "FD:KEY")."""
-    if zygote is None:
-        fd, _, key = os.environ.get(ZYGOTE_VARIABLE, "").partition(":")
-    else:
-        fd, key = str(zygote[0]), zygote[1] or ""
-    control = _control(int(fd)) if fd.isdigit() and key and enabled() and not _BROKEN else None
+def open_sandbox(config: SandboxConfig) -> Sandbox:
+    """The sandbox of one student's process: forked from the zygote that `config` names (the
+    runner's, which it checked fits these settings: `fitting`), else started afresh
+    (launch.Sandbox)."""
+    fd = config.zygote
+    control = _control(fd) if fd is not None and enabled() and not _BROKEN else None
     if control is not None:
-        sandbox = ForkedSandbox(config, control)
-        if fork_key(sandbox) == key:
-            return sandbox
-        sandbox.start_afresh()
-        return sandbox
+        return ForkedSandbox(config, control)
     return Sandbox(config)
 
 

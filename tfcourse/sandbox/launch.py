@@ -38,8 +38,8 @@ from .binds import (INSIDE_LIB, INSIDE_PYTHON, INSIDE_WORK, Binds, gpu_binds, in
 from .limits import DISK, MEMORY, PROCESSES, Cgroup
 from ..process import signal_on_parent_death
 from .seccomp import student_filter
-# (SANDBOX_FOLDER, Isolation, bwrap_works and course_standins: for those who start sandboxes)
-from .settings import (SANDBOX_FOLDER, Isolation, SandboxConfig, _unshare_flags,  # noqa: F401
+# (Isolation, bwrap_works and course_standins: for those who start sandboxes)
+from .settings import (Isolation, SandboxConfig, _unshare_flags,  # noqa: F401
                        bwrap_works, choose_isolation, course_standins, sandbox_folder)
 
 HARNESS = ("worker.py", "channel.py", "rulebook.py")

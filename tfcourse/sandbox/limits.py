@@ -32,8 +32,6 @@ from pathlib import Path
 
 MEMORY, PROCESSES, DISK = "memory", "processes", "disk"
 CGROUP_PREFIX = "tfcourse"
-# Where a grader makes its students' cgroups, when the runner holds it in a cgroup of its own
-PARENT_VARIABLE = "TFCOURSE_CGROUP_PARENT"
 SHARED_TEMP = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
 # How /proc names shared-memory objects ("/dev/zero (deleted)": a shared anonymous mapping)
 SHARED_MEMORY = ("/memfd:", "/dev/shm/", "/SYSV", "/dev/zero")
@@ -114,8 +112,9 @@ def _own_folder(controller: str) -> Path | None:
 
 
 def parents_of(cgroup: Cgroup) -> str:
-    """The folders `cgroup` was made in, for PARENT_VARIABLE: where the grader it holds makes its
-    students' cgroups, beside its own, not below (there they would count against its limit)."""
+    """The folders `cgroup` was made in, as JSON (a grader's job hands them on): where the grader
+    it holds makes its students' cgroups, beside its own, not below (there they would count
+    against its limit)."""
     controllers = [""] if cgroup.version == 2 else \
         [MEMORY if folder == cgroup.memory else "pids" for folder in cgroup.folders]
     return json.dumps({controller: str(folder.parent)
@@ -123,13 +122,11 @@ def parents_of(cgroup: Cgroup) -> str:
 
 
 def _given_parent(controller: str, parents: dict[str, str] | None = None) -> Path | None:
-    """Where `parents` (None: PARENT_VARIABLE) says this process makes cgroups of `controller`
-    ("" for v2)."""
+    """Where `parents` says this process makes cgroups of `controller` ("" for v2); None where
+    it says nothing."""
     try:
-        if parents is None:
-            parents = json.loads(os.environ.get(PARENT_VARIABLE, "{}"))
-        given = parents.get(controller)
-    except (ValueError, AttributeError):
+        given = (parents or {}).get(controller)
+    except AttributeError:
         return None
     return Path(given) if isinstance(given, str) and Path(given).is_dir() else None
 
@@ -164,7 +161,7 @@ class Cgroup:
     def create(cls, limits: Limits, parents: dict[str, str] | None = None) -> "Cgroup | None":
         """A new cgroup with the limits set, or None where this machine lets us make none.
         `parents`: the folders to make it in, by controller ("" for v2), as `parents_of` gives
-        them (a grader's job does); None: as PARENT_VARIABLE says, else beside this process."""
+        them (a grader's job does); None: beside this process's cgroup."""
         name = f"{CGROUP_PREFIX}-{_pid_namespace()}-{os.getpid()}-{time.monotonic_ns()}"
         for make in (cls._create_v2, cls._create_v1):
             try:

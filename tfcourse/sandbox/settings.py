@@ -20,8 +20,6 @@ from .limits import Limits
 # The course's stand-ins (modules the graders put in place of a student's parts), copied beside
 # the worker from the course folder: autograder/<this name>.
 STANDINS = "standins.py"
-# Where sandboxes are made (else in the system's temporary folder): the runner sets it.
-SANDBOX_FOLDER = "TFCOURSE_SANDBOX_FOLDER"
 DEFAULT_LIMITS = {"memory_mb": 3072, "disk_mb": 256, "processes": 64, "output_kb": 256}
 # sandbox.accept_weaker: how much weaker than bubblewrap course.yaml lets the isolation be.
 WEAKER = {False: 0, "no": 0, True: 1, "process": 1, "same-user": 2}
@@ -42,10 +40,13 @@ class SandboxConfig:
     hide: list[Path] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)    # name in the work folder -> text
     harness: dict[str, str] = field(default_factory=dict)  # name beside the worker -> text
-    # Where its folder and cgroup are made (a grader's job says; None: as SANDBOX_FOLDER and
-    # limits.PARENT_VARIABLE say, else in the system's temporary folder and beside this process)
+    # Where its folder and cgroup are made (a grader's job says; None: in the system's temporary
+    # folder, and beside this process's cgroup)
     folder: Path | None = None
     cgroup_parents: dict[str, str] | None = None
+    # The control socket of a zygote that fits these settings (forked.fitting: the runner asks),
+    # to fork the student's process from; None: a fresh sandbox
+    zygote: int | None = None
 
     @classmethod
     def from_course(cls, course, files: dict[str, str], threads: int,
@@ -65,7 +66,7 @@ class SandboxConfig:
 
 def sandbox_folder(config: SandboxConfig) -> str | None:
     """Where the sandboxes of `config` are made (None: the system's temporary folder)."""
-    return str(config.folder) if config.folder is not None else os.environ.get(SANDBOX_FOLDER)
+    return str(config.folder) if config.folder is not None else None
 
 
 def course_standins(course) -> dict[str, str]:

@@ -2,8 +2,9 @@
 `python -m tfcourse.submission SUBMISSION --course DIR --out REPORT.json`.
 
 Grades one submission and writes its report as JSON (atomically, readable by its owner only). Its
-job (job.py) says what to grade and how: the runner resolves it and writes it; from the command
-line, the options make one. The student's sandbox is started before the graders are imported, so
+job (job.py) says what to grade and how: the runner resolves it and writes it, with the
+submission's notebooks as found, which the grader matches without looking for them again; from
+the command line, the options make one, which lists none (the grader finds them then). The student's sandbox is started before the graders are imported, so
 that both interpreters load torch at the same time: a few seconds saved on every submission.
 Whatever goes wrong, a report is written, and it lists every check of the assignment when the
 assignment is known.
@@ -24,9 +25,8 @@ from tfcourse.course import load_course
 
 from ..process import PARENT_OPTION, die_with_parent, hide_command_line, set_subreaper
 from ..sandbox.forked import open_sandbox
-from ..sandbox.launch import SandboxConfig
-from .failures import failure_report, refused_root
-from .finding import find_notebooks
+from .failures import job_failure_report, refused_root
+from .finding import job_notebooks, listed_root_kind
 from .job import Job, JobError
 from .reference import helper_files
 from .report import SubmissionReport, finite
@@ -82,12 +82,12 @@ def over_memory(limit_mb: int | None) -> str:
             f"(limits.grader_memory_mb) and was stopped")
 
 
-def sandbox_config(course, job: Job, assignment_id: str) -> SandboxConfig:
-    """The settings of the job's sandboxes: the course's, with the job's threads, what it hides,
-    and where its sandboxes and their cgroups are made."""
-    config = SandboxConfig.from_course(course, helper_files(course, assignment_id), job.threads,
-                                       [job.submission, *job.hide])
-    config.folder, config.cgroup_parents = job.sandbox_folder, dict(job.cgroup_parents)
+def sandbox_config(course, job: Job, assignment_id: str, zygote_fd: int | None):
+    """The settings of the job's sandboxes (Job.sandbox_config), with the runner's zygote as it
+    hands it on: its control socket, where the job says it fits them (job.zygote_key)."""
+    config = job.sandbox_config(course, helper_files(course, assignment_id))
+    if zygote_fd is not None and job.zygote_key is not None:
+        config.zygote = zygote_fd
     return config
 
 
@@ -97,16 +97,15 @@ def grade(job: Job, memory_mb: int | None, zygote_fd: int | None) -> dict:
     assignment_id = job.assignment
     try:
         course = load_course(job.course)
-        refused = refused_root(course, job.submission, job.within, assignment_id, job.skip)
+        refused = refused_root(course, job.submission, job.within, assignment_id, job.skip,
+                               listed_root_kind(job))
         if refused is not None:
             return refused.to_dict()
-        assignment_id, notebooks = find_notebooks(course, job.submission, assignment_id,
-                                                  job.within, by_content=True)
+        assignment_id, notebooks = job_notebooks(course, job, by_content=True)
         config = None
         if assignment_id is not None:
-            config = sandbox_config(course, job, assignment_id)
-            zygote = (zygote_fd, job.zygote_key) if zygote_fd is not None else None
-            sandbox = open_sandbox(config, zygote)
+            config = sandbox_config(course, job, assignment_id, zygote_fd)
+            sandbox = open_sandbox(config)
             sandbox.start()
         from .grade import grade_submission          # the graders load while the sandbox starts
 
@@ -127,8 +126,7 @@ def failed(job: Job, assignment_id: str | None, problem: str) -> dict:
     """The report of a grader that failed: every check of the assignment (when known) at 0."""
     try:
         course = load_course(job.course)
-        report = failure_report(course, job.submission, assignment_id, problem, job.within,
-                                job.skip)
+        report = job_failure_report(course, job, assignment_id, problem)
     except Exception:                                # not even the course: say so, plainly
         report = SubmissionReport(assignment_id or "", job.submission.name, error=problem)
     return report.to_dict()
@@ -157,8 +155,8 @@ def parse(argv) -> argparse.Namespace:
     parser.add_argument("--hide", nargs="*", default=[], type=Path)
     parser.add_argument(PARENT_OPTION, type=int, dest="parent",
                         help="the pid of the process this one dies with")
-    parser.add_argument("--zygote-fd", type=int, help="the zygote's control socket (the job "
-                        "names the sandbox it was made for)")
+    parser.add_argument("--zygote-fd", type=int, help="the zygote's control socket (used where "
+                        "the job says it fits its sandboxes: zygote_key)")
     options = parser.parse_args(argv)
     if options.job is None and (options.submission is None or options.course is None or
                                 options.out is None):

@@ -14,6 +14,7 @@ from tfcourse.source import groups_by_notebook
 
 from .files import KIND_WORDS, Refused, kind_inside, split_submission
 from .finding import find_notebooks
+from .job import Job
 from .report import Note, NotebookReport, SubmissionReport, TestResult
 
 
@@ -46,9 +47,27 @@ def assignment_of(course: Course, submission: Path, within: Path | None) -> str 
 def failure_report(course: Course, submission: Path, assignment: str | None, problem: str,
                    within: Path | None = None, skip=()) -> SubmissionReport:
     """The report of a submission whose grader failed: every check of its assignment, at 0
-    (those in `skip`: not graded)."""
+    (those in `skip`: not graded); the assignment, when not given, told by its notebooks' names."""
     known = assignment or assignment_of(course, submission, within)
-    report = zero_report(course, known, submission.name, "not graded: {reason}",
+    return grader_failed(course, submission.name, known, problem, skip)
+
+
+def job_failure_report(course: Course, job: Job, assignment: str | None, problem: str,
+                       name: str | None = None) -> SubmissionReport:
+    """`failure_report` for a grading job: the notebooks' names told the job's assignment when
+    they were listed, so none is looked for again (unless the job lists none). `name`: the
+    submission's, as its caller named it (default: the job's)."""
+    known = assignment
+    if known is None and job.notebooks is None:
+        known = assignment_of(course, job.submission, job.within)
+    return grader_failed(course, job.submission.name if name is None else name, known, problem,
+                         job.skip)
+
+
+def grader_failed(course: Course, name: str, known: str | None, problem: str, skip=()
+                  ) -> SubmissionReport:
+    """The report of `failure_report`, for the assignment `known` (None: not known)."""
+    report = zero_report(course, known, name, "not graded: {reason}",
                          {"reason": "the grader failed"}, error=problem, skip=skip)
     report.notes.append(Note("the grader failed on this submission, so nothing was scored; "
                              "run tfcourse grade again, and report it if it persists", {}, "error"))
@@ -61,11 +80,12 @@ def failure_report(course: Course, submission: Path, assignment: str | None, pro
 
 
 def refused_root(course, submission: Path, within: Path | None, assignment_id: str | None,
-                 skip=()):
+                 skip=(), kind: str | None = None):
     """The report for a submission that is itself a link, a pipe or a device: never followed nor
-    opened; every check of its assignment (when known) at 0, and a note that says why."""
+    opened; every check of its assignment (when known) at 0, and a note that says why. `kind`:
+    what the submission is, as listed in its job (None: looked at now)."""
     base, parts = split_submission(submission, within)
-    kind = kind_inside(base, parts)
+    kind = kind or kind_inside(base, parts)
     if kind in ("file", "folder", "missing"):
         return None
     if assignment_id is None:

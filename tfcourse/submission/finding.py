@@ -1,5 +1,6 @@
 """Which notebooks a submission holds, and which assignment they are: by their names, else (in the
-grader) by their cells.
+grader) by their cells. A grading job's are listed once, by the runner (`listed`), and matched by
+the grader on that list (`job_notebooks`).
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from tfcourse.course import Course
 
 from .files import (NotebookFile, Refused, file_limit_mb, is_notebook_name, kind_inside, listing,
                     split_submission)
+from .job import Job
 from .notebooks import read_notebook
 
 
@@ -77,16 +79,29 @@ def find_notebooks(course: Course, submission: Path, assignment_id: str | None,
     folder the submission lies in (by default the one above it): no link is followed below it."""
     base, parts = split_submission(submission, within)
     candidates, links = candidates_in(course, base, parts)
+    return match_notebooks(course, base, parts, candidates, links, assignment_id, by_content)
+
+
+def assignment_by_names(course: Course, names) -> str | None:
+    """The assignment with the most notebooks named among `names` (of two as many, the last
+    id); None when no name is one of the course's."""
+    best = max((sum(name in names for name in a.notebooks), a.id) for a in course.assignments)
+    return best[1] if best[0] else None
+
+
+def match_notebooks(course: Course, base: Path, parts: tuple[str, ...],
+                    candidates: dict[str, NotebookFile], links: list[str],
+                    assignment_id: str | None, by_content: bool = False):
+    """`find_notebooks` on the candidates found in the submission `base/parts...`: which is
+    which of the assignment's notebooks (nothing is listed again)."""
     matched: dict[str, NotebookFile] = {}
     if assignment_id is None:
-        scores = [(sum(name in candidates for name in a.notebooks), a.id)
-                  for a in course.assignments]
-        best = max(scores)
-        found = assignment_by_content(course, candidates) if best[0] == 0 and by_content \
-            else None
-        if best[0] == 0 and found is None:
+        assignment_id = assignment_by_names(course, candidates)
+    if assignment_id is None:
+        found = assignment_by_content(course, candidates) if by_content else None
+        if found is None:
             return None, candidates
-        assignment_id, matched = found or (best[1], {})
+        assignment_id, matched = found
     wanted = course.assignment(assignment_id).notebooks
     if matched:
         return assignment_id, {name: matched.get(name) or candidates.get(name) or
@@ -100,3 +115,46 @@ def find_notebooks(course: Course, submission: Path, assignment_id: str | None,
                            NotebookFile(base, (*parts, name), len(parts), "missing", others,
                                         tuple(links[:20]))
                            for name in wanted}
+
+
+# -- a grading job's notebooks: found once, by the runner (job.py) --------------------------------
+def listed(course: Course, submission: Path, within: Path | None
+           ) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The notebooks of a submission as a job lists them: {path from /: what it is} of each
+    candidate (`candidates_in`, in its order), and the links below it that were not followed."""
+    base, parts = split_submission(submission, within)
+    candidates, links = candidates_in(course, base, parts)
+    return ({str(base.joinpath(*found.parts)): found.kind for found in candidates.values()},
+            tuple(links))
+
+
+def job_candidates(course: Course, job: Job
+                   ) -> tuple[Path, tuple[str, ...], dict[str, NotebookFile], list[str]]:
+    """(base, parts, candidates, links) of the job's submission, as `candidates_in` found them
+    when the runner listed them (job.notebooks), or found now when the job lists none."""
+    base, parts = split_submission(job.submission, job.within)
+    if job.notebooks is None:
+        candidates, links = candidates_in(course, base, parts)
+        return base, parts, candidates, links
+    limit, candidates = file_limit_mb(course), {}
+    for path, kind in job.notebooks.items():
+        inner = Path(path).relative_to(base).parts      # ValueError: not in the submission
+        if inner[:len(parts)] != parts:
+            raise ValueError(f"the job's notebook {path} is not in {job.submission}")
+        candidates[inner[-1]] = NotebookFile(base, inner, len(parts), kind, limit_mb=limit)
+    return base, parts, candidates, list(job.unfollowed)
+
+
+def job_notebooks(course: Course, job: Job, by_content: bool = False):
+    """`find_notebooks` for a job: on the notebooks it lists, without looking for them again."""
+    base, parts, candidates, links = job_candidates(course, job)
+    return match_notebooks(course, base, parts, candidates, links, job.assignment, by_content)
+
+
+def listed_root_kind(job: Job) -> str | None:
+    """What the job's submission itself was when its notebooks were listed: a notebook file, a
+    link, a pipe... ("folder" for a folder or nothing there); None when the job lists none."""
+    if job.notebooks is None:
+        return None
+    base, parts = split_submission(job.submission, job.within)
+    return job.notebooks.get(str(base.joinpath(*parts)), "folder")

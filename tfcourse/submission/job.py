@@ -2,13 +2,15 @@
 grades it as one document.
 
 The runner (batch/child.py) resolves the job once: the submission and the folder it was found in,
-its assignment (as given, or as its notebooks' names tell it), the checks skipped, and the
-settings of the grader's sandboxes (where they go, the cgroups they are made beside, the memory
-the grader may use where no cgroup holds it, the zygote meant for them). It writes the job as JSON
+its notebooks as found (the grader reads those, and searches no more), its assignment (as given,
+or as those notebooks' names tell it), the checks skipped, and the settings of the grader's
+sandboxes (where they go, the cgroups they are made beside, the memory the grader may use where no
+cgroup holds it, and the key of the runner's zygote when it fits them). It writes the job as JSON
 into a folder only it and the grader can read, and the grader (`python -m tfcourse.submission
 --job FILE`) reads it back, checked field by field: a job that is not one fails with a message
 that names the field. Descriptors cannot travel in a file: the zygote's control socket comes on
-the command line (`--zygote-fd N`), as the grader has it.
+the command line (`--zygote-fd N`), as the grader has it. Nothing else passes between them: the
+grader reads no variable of the runner's environment.
 """
 from __future__ import annotations
 
@@ -17,7 +19,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..sandbox.settings import SandboxConfig
+
 VERSION = 1
+# What a notebook of a submission may be, as listed (finding.candidates_in): never a folder
+NOTEBOOK_KINDS = ("file", "link", "fifo", "socket", "device", "other")
 
 
 class JobError(ValueError):
@@ -38,7 +44,21 @@ class Job:
     memory_mb: int | None = None        # the grader's own memory limit, where no cgroup holds it
     sandbox_folder: Path | None = None  # where its sandboxes are made (the runner removes it)
     cgroup_parents: dict[str, str] = field(default_factory=dict)   # controller -> folder
-    zygote_key: str | None = None       # the zygote handed on (--zygote-fd) was made for this
+    # The runner's zygote (--zygote-fd) fits this job's sandboxes: its key, and theirs
+    zygote_key: str | None = None
+    # Its notebooks as found (the shallowest of each name), from /, with what each is (a file, a
+    # link...), and the links below it not followed; None: not looked for yet (a job made by hand)
+    notebooks: dict[str, str] | None = None
+    unfollowed: tuple[str, ...] = ()
+
+    def sandbox_config(self, course, files: dict[str, str]) -> SandboxConfig:
+        """The settings of this job's sandboxes: the course's, with the job's threads, what it
+        hides, and where its sandboxes and their cgroups are made. The runner asks them too, to
+        tell whether its zygote fits them."""
+        config = SandboxConfig.from_course(course, files, self.threads,
+                                           [self.submission, *self.hide])
+        config.folder, config.cgroup_parents = self.sandbox_folder, dict(self.cgroup_parents)
+        return config
 
     def write(self, path: Path) -> None:
         data = {"version": VERSION, **{f.name: _plain(getattr(self, f.name))
@@ -76,7 +96,8 @@ _KINDS = {"submission": (Path, False), "course": (Path, False), "out": (Path, Fa
           "within": (Path, True), "assignment": (str, True), "threads": (int, False),
           "skip": ((str,), False), "hide": ((Path,), False), "parent": (int, True),
           "memory_mb": (int, True), "sandbox_folder": (Path, True),
-          "cgroup_parents": (dict, False), "zygote_key": (str, True)}
+          "cgroup_parents": (dict, False), "zygote_key": (str, True),
+          "notebooks": ("notebooks", True), "unfollowed": ((str,), False)}
 
 
 def _plain(value):
@@ -84,6 +105,8 @@ def _plain(value):
         return str(value)
     if isinstance(value, tuple):
         return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return dict(value)
     return value
 
 
@@ -103,6 +126,12 @@ def _checked(name: str, value, kind, optional: bool):
         if type(value) is not int or value < 0:
             raise JobError(f"the job's {name} is not a whole number: {value!r:.80}")
         return value
+    if kind == "notebooks":
+        if not isinstance(value, dict) or not all(
+                isinstance(path, str) and path.startswith("/") and "\0" not in path and
+                found in NOTEBOOK_KINDS for path, found in value.items()):
+            raise JobError(f"the job's {name} is not a map of paths to what they are")
+        return dict(value)
     if kind is dict:
         if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                   for k, v in value.items()):
