@@ -731,7 +731,9 @@ def probes(hub, name: str) -> list[tuple[str, str]]:
               ("list", hub.state),
               ("read", ROOT / "solutions" / A / NOTEBOOK),
               ("read", ROOT / "autograder" / "test_attention.py"),
-              ("read", ROOT / "source" / A / NOTEBOOK), ("list", ROOT / ".git"),
+              ("read", ROOT / "source" / A / NOTEBOOK),
+              # a folder in a clone; in a git worktree, a file naming the repository's
+              ("read" if (ROOT / ".git").is_file() else "list", ROOT / ".git"),
               ("write", hub.python.parent / "note.txt")]
     return [(how, str(path)) for how, path in found]
 
