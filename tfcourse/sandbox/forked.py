@@ -1,12 +1,14 @@
 """Students' processes forked from a zygote that has imported torch once (zygote.py), where the
 machine allows it: grading as root, in bubblewrap, with one torch thread.
 
-- The runner holds one zygote per thread (`zygote_for`, like the grader's fork server), started in
-  bubblewrap with the very allow-list, interpreter and environment a student's process gets. For
-  each job it asks whether the zygote fits the job's sandboxes (`fitting`: their KEY is the
-  zygote's, the same bwrap arguments but the work folder's files, so the same paths hidden, the
-  same interpreter, environment, harness, user and threads), and only then hands its control
-  socket to the grader (`--zygote-fd FD`, and the KEY in the grader's job).
+- Each thread that starts graders holds one zygote (a `Zygotes`, made and closed by whoever owns
+  the thread: a job slot of the feedback service; a `ZygotePool` lends them to a runner's
+  workers), started in bubblewrap with the very allow-list, interpreter and environment a
+  student's process gets. For each job it asks whether the zygote fits the job's sandboxes
+  (`fitting`: their KEY is the zygote's, the same bwrap arguments but the work folder's files, so
+  the same paths hidden, the same interpreter, environment, harness, user and threads), and only
+  then hands its control socket to the grader (`--zygote-fd FD`, and the KEY in the grader's
+  job).
 - A grader's `open_sandbox` forks the student's process from the zygote its sandbox settings name
   (SandboxConfig.zygote) as given (`ForkedSandbox`); with none, or when the zygote fails or is
   gone, it starts a fresh sandbox as before (launch.Sandbox).
@@ -20,11 +22,13 @@ TFCOURSE_STUDENT_FORKS=0 turns it off: a fresh sandboxed interpreter for every s
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import hashlib
 import json
 import os
+import queue
 import select
 import signal
 import socket
@@ -105,7 +109,7 @@ def handed(config: SandboxConfig, host: "ZygoteHost | None") -> SandboxConfig:
     return dataclasses.replace(config, zygote=host.control.fileno())
 
 
-# -- the runner's side: one zygote per thread ---------------------------------------------------
+# -- the runner's side: one zygote per grading thread ----------------------------------------------
 class ZygoteHost(Sandbox):
     """The zygote's own sandbox: bubblewrap as for a student, with the zygote's capabilities, and
     zygote.py in place of the worker. Started by the keeper (keeper.py), so that it and every
@@ -117,8 +121,6 @@ class ZygoteHost(Sandbox):
         self.control: socket.socket | None = None
         self._ready_fd = -1
         self.refused: str | None = None
-        with _LOCK:
-            _ALL.add(self)
 
     def _prepare_folders(self):
         super()._prepare_folders()
@@ -181,8 +183,6 @@ class ZygoteHost(Sandbox):
         return self.refused is None and self.alive()
 
     def close(self) -> None:
-        with _LOCK:
-            _ALL.discard(self)
         if self.control is not None:
             self.control.close()                # the zygote's loop ends
             self.control = None
@@ -200,72 +200,96 @@ class ZygoteHost(Sandbox):
             NOT_ORPHANS.discard(self.process.pid)
 
 
-_HOSTS = threading.local()
-_ALL: set[ZygoteHost] = set()               # every zygote this process holds, in any thread
-_LOCK = threading.Lock()
-STARTS = 2                                  # zygotes a thread starts at most, for one course
+STARTS = 2                                  # zygotes one Zygotes starts at most, for one course
 
 
-@dataclasses.dataclass
-class _Held:
-    """A thread's zygote, what it was started for, and how many were started for that."""
-    wanted: str
-    host: ZygoteHost | None = None
-    starts: int = 0
+class Zygotes:
+    """The zygote of one thread that starts graders (a runner's worker, a job slot of the feedback
+    service, one grading of its own): started for a course on first use, once more if it died,
+    and closed by whoever made it. Its keeper ends when the thread that started it does
+    (PR_SET_PDEATHSIG), with every student's process forked from it."""
 
+    def __init__(self):
+        self.wanted: str | None = None         # the course and settings it was started for
+        self.host: ZygoteHost | None = None
+        self.starts = 0                         # how many were started for `wanted`
 
-def zygote_for(course, threads: int) -> ZygoteHost | None:
-    """This thread's zygote for `course` (started on first use, once more if it died), or None
-    where none can be used: turned off, not grading as root in bubblewrap, or it failed."""
-    if not enabled():
+    def __enter__(self) -> "Zygotes":
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
+
+    def for_course(self, course, threads: int) -> ZygoteHost | None:
+        """The zygote for `course` (started on first use, once more if it died), or None where
+        none can be used: turned off, not grading as root in bubblewrap, or it failed."""
+        if not enabled():
+            return None
+        wanted = json.dumps([str(course.root), threads, course_standins(course),
+                             repr(course.sandbox), repr(course.limits)])
+        if self.wanted != wanted:
+            self.close()
+            self.wanted, self.starts = wanted, 0
+        if self.host is not None:
+            if self.host.usable():
+                return self.host
+            if self.host.refused:               # it would refuse again (torch's threads)
+                self.starts = STARTS
+            self.host.close()
+            self.host = None
+        if self.starts >= STARTS:
+            return None
+        self.starts += 1
+        host = None
+        try:
+            host = ZygoteHost(SandboxConfig.from_course(course, {}, threads, []))
+            if host.key is None:                # this machine does not allow it
+                self.starts = STARTS
+            else:
+                host.start()
+                self.host = host
+                return host
+        except (OSError, subprocess.SubprocessError) as error:
+            print(f"tfcourse: no zygote for the students' processes ({error})", file=sys.stderr)
+        if host is not None:
+            host.close()
         return None
-    wanted = json.dumps([str(course.root), threads, course_standins(course),
-                         repr(course.sandbox), repr(course.limits)])
-    held = getattr(_HOSTS, "held", None)
-    if held is None or held.wanted != wanted:
-        close_zygotes()
-        held = _HOSTS.held = _Held(wanted)
-    if held.host is not None:
-        if held.host.usable():
-            return held.host
-        if held.host.refused:                   # it would refuse again (torch's threads)
-            held.starts = STARTS
-        held.host.close()
-        held.host = None
-    if held.starts >= STARTS:
-        return None
-    held.starts += 1
-    host = None
-    try:
-        host = ZygoteHost(SandboxConfig.from_course(course, {}, threads, []))
-        if host.key is None:                    # this machine does not allow it
-            held.starts = STARTS
-        else:
-            host.start()
-            held.host = host
-            return host
-    except (OSError, subprocess.SubprocessError) as error:
-        print(f"tfcourse: no zygote for the students' processes ({error})", file=sys.stderr)
-    if host is not None:
-        host.close()
-    return None
+
+    def close(self) -> None:
+        """End the zygote (and the students' processes forked from it); the course is forgotten."""
+        if self.host is not None:
+            self.host.close()
+        self.host, self.wanted, self.starts = None, None, 0
 
 
-def close_zygotes() -> None:
-    """End this thread's zygote (and the students' processes forked from it)."""
-    held = getattr(_HOSTS, "held", None)
-    if held is not None and held.host is not None:
-        held.host.close()
-    _HOSTS.held = None
+class ZygotePool:
+    """Zygotes for gradings that run side by side in threads that are not ours (a runner's
+    ThreadPoolExecutor, a Dask worker's tasks): each grading borrows one for its time, so that no
+    two use one at once, and gives it back for the next; `close` ends them all."""
 
+    def __init__(self):
+        self._free: queue.SimpleQueue[Zygotes] = queue.SimpleQueue()
+        self._all: list[Zygotes] = []
+        self._lock = threading.Lock()
 
-def close_all() -> None:
-    """End every zygote of this process, in every thread (a batch does at its end, so that no
-    zygote and no folder of one outlives it)."""
-    with _LOCK:
-        hosts = list(_ALL)
-    for host in hosts:
-        host.close()
+    @contextlib.contextmanager
+    def lend(self):
+        try:
+            zygotes = self._free.get_nowait()
+        except queue.Empty:
+            zygotes = Zygotes()
+            with self._lock:
+                self._all.append(zygotes)
+        try:
+            yield zygotes
+        finally:
+            self._free.put(zygotes)
+
+    def close(self) -> None:
+        with self._lock:
+            every = list(self._all)
+        for zygotes in every:
+            zygotes.close()
 
 
 # -- the grader's side: one student's process ----------------------------------------------------
