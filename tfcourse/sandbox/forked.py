@@ -23,7 +23,6 @@ TFCOURSE_STUDENT_FORKS=0 turns it off: a fresh sandboxed interpreter for every s
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import hashlib
 import json
@@ -40,10 +39,10 @@ import threading
 import time
 from pathlib import Path
 
-from .binds import INSIDE_LIB
-from .launch import (NOT_ORPHANS, Sandbox, SandboxConfig, _die_with_grader, sandbox_folder,
-                     _memory_file, course_standins)
+from .launch import (NOT_ORPHANS, Sandbox, SandboxConfig, sandbox_folder, _memory_file,
+                     course_standins, start_keeper)
 from .limits import Cgroup
+from .plan import bwrap_options, zygote_plan
 
 SWITCH = "TFCOURSE_STUDENT_FORKS"
 # What the zygote may do inside bubblewrap: make each student's namespaces and mounts, drop to the
@@ -73,9 +72,8 @@ def fork_key(sandbox: Sandbox) -> str | None:
     if sandbox.mode != "bwrap" or os.geteuid() != 0 or sandbox.drop_to is None or \
             sandbox.config.gpu or sandbox.refusal or sandbox.config.threads != 1:
         return None          # (torch starts a thread at import with more: a fork keeps one)
-    plain = copy.copy(sandbox)
-    plain.config = dataclasses.replace(sandbox.config, files={})
-    arguments, python = Sandbox._bwrap_arguments(plain)
+    arguments, python = bwrap_options(dataclasses.replace(sandbox.config, files={}), sandbox.base,
+                                      sandbox.drop_to)
     text = json.dumps([arguments, str(python), sandbox._environment(), sandbox.drop_to,
                        sorted(sandbox.config.harness.items()), sandbox.config.threads])
     return hashlib.sha256(text.replace(str(sandbox.base), "<base>").encode()).hexdigest()[:32]
@@ -127,38 +125,13 @@ class ZygoteHost(Sandbox):
         here = Path(__file__).parent
         (self.lib / "zygote.py").write_bytes((here / "zygote.py").read_bytes())
 
-    def _bwrap_arguments(self):
-        arguments, python = super()._bwrap_arguments()
-        # bubblewrap run as root keeps every capability unless told: none (it clears those added
-        # before too), then only these
-        arguments += ["--cap-drop", "ALL"]
-        for capability in ZYGOTE_CAPABILITIES:
-            arguments += ["--cap-add", capability]
-        return arguments, python
-
-    def _command(self, fd_in: int, fd_out: int, arguments_fd: int, python: Path) -> list[str]:
-        return ["bwrap", "--args", str(arguments_fd), "--", str(python), "-E", "-s", "-B",
-                str(INSIDE_LIB / "zygote.py"), "--control", str(fd_in), "--ready", str(fd_out)]
-
     def start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ready_read, ready_write = os.pipe()
-        spec = self._keeper_spec(theirs.fileno(), ready_write)
-        spec.update(rlimits={"RLIMIT_CORE": (0, 0)}, cgroup_procs=[], cgroup_folders=[])
+        plan = zygote_plan(self._plan(), ZYGOTE_CAPABILITIES)
         with open(self.base / "zygote.log", "wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(self.base / "keeper.py")], pass_fds=spec["fds"],
-                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, cwd=self.base,
-                env=self._environment(), start_new_session=True, preexec_fn=_die_with_grader)
-        NOT_ORPHANS.add(self.process.pid)      # for this process's own sandboxes, if any
-        theirs.detach()                         # closed with the others just below
-        for fd in spec["fds"]:
-            os.close(fd)
-        try:
-            self.process.stdin.write(json.dumps(spec).encode())
-            self.process.stdin.close()
-        except BrokenPipeError:
-            pass
+            # (the keeper closes `theirs` here once it is handed on)
+            self.process = start_keeper(plan, theirs.detach(), ready_write, log, not_orphan=True)
         self.control, self._ready_fd = ours, ready_read
         os.set_blocking(ready_read, False)
 
