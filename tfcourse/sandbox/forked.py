@@ -10,8 +10,8 @@ machine allows it: grading as root, in bubblewrap, with one torch thread.
   then hands its control socket to the grader (`--zygote-fd FD`, and the KEY in the grader's
   job).
 - A grader's `open_sandbox` forks the student's process from the zygote its sandbox settings name
-  (SandboxConfig.zygote) as given (`ForkedSandbox`); with none, or when the zygote fails or is
-  gone, it starts a fresh sandbox as before (launch.Sandbox).
+  (SandboxConfig.zygote) as given (a sandbox started by `Forked`); with none, or when the zygote
+  fails or is gone, it starts a fresh sandbox as before (launch.Fresh).
 
 A forked student's process is watched and limited as any other (its own cgroup, the watchdog, the
 output cap): only how it starts differs, and the isolation is the same (docs/sandbox.md). Its pages
@@ -34,13 +34,12 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
-from .launch import (NOT_ORPHANS, Sandbox, SandboxConfig, sandbox_folder, _memory_file,
-                     course_standins, start_keeper)
+from .launch import (NOT_ORPHANS, Sandbox, SandboxConfig, _memory_file, course_standins,
+                     start_keeper)
 from .limits import Cgroup
 from .plan import bwrap_options, zygote_plan
 
@@ -318,121 +317,119 @@ class ForkedProcess:
                 self._reply = None
 
 
-class ForkedSandbox(Sandbox):
-    """One student's process forked from the zygote behind `control`; a fresh one (Sandbox's own
-    way) when the zygote cannot make it."""
+class Forked:
+    """Starts a sandbox's plan by asking the zygote behind `control` to fork its process: no
+    folder (the files go to the zygote, in the request), a cgroup of its own; a fresh start
+    (launch.Fresh) when the zygote cannot make it."""
+    forked = True
 
-    def __init__(self, config: SandboxConfig, control: socket.socket):
-        self.control, self.forked = control, True
-        super().__init__(config)
+    def __init__(self, control: socket.socket):
+        self.control = control
 
-    def _prepare_folders(self):
-        if self.forked:          # no folder: the files go to the zygote, in the request
-            os.rmdir(self.base)
-        else:
-            super()._prepare_folders()
+    def prepare(self, sandbox: Sandbox) -> None:
+        os.rmdir(sandbox.base)
 
-    def start_afresh(self) -> None:
-        """From now on a fresh sandbox (launch.Sandbox's way), with folders of its own."""
-        self.forked = False
-        self.base = Path(tempfile.mkdtemp(prefix="tfgrade-", dir=sandbox_folder(self.config)))
-        self.work, self.lib = self.base / "work", self.base / "lib"
-        super()._prepare_folders()
+    def start(self, sandbox: Sandbox) -> tuple[ForkedProcess | subprocess.Popen, int, int]:
+        try:
+            return self._start(sandbox)
+        except ZygoteFailed as error:
+            _said_broken(str(error))
+            sandbox.start_afresh()
+            return sandbox.launcher.start(sandbox)
 
-    def start(self) -> tuple[int, int]:
-        if self.refusal:
-            return -1, -1
-        if self.forked:
-            try:
-                return self._start_forked()
-            except ZygoteFailed as error:
-                _said_broken(str(error))
-                self.start_afresh()
-        return super().start()
-
-    def _start_forked(self) -> tuple[int, int]:
+    def _start(self, sandbox: Sandbox) -> tuple[ForkedProcess, int, int]:
         # As a fresh sandbox counts: its bwrap is one process more in the cgroup than the init.
-        limits = self.config.limits
-        self.cgroup = Cgroup.create(dataclasses.replace(limits, processes=limits.processes - 1),
-                                    self.config.cgroup_parents)
-        if self.cgroup is None or self.cgroup.memory is None:
+        limits = sandbox.config.limits
+        sandbox.cgroup = Cgroup.create(dataclasses.replace(limits, processes=limits.processes - 1),
+                                       sandbox.config.cgroup_parents)
+        if sandbox.cgroup is None or sandbox.cgroup.memory is None:
             # The zygote's filter allows AF_UNIX sockets, whose buffers only a cgroup counts: a
             # fresh sandbox's filter, without a cgroup, allows none (seccomp.py)
-            if self.cgroup is not None:
-                self.cgroup.remove()
-                self.cgroup = None
+            if sandbox.cgroup is not None:
+                sandbox.cgroup.remove()
+                sandbox.cgroup = None
             raise ZygoteFailed("no cgroup can hold a forked student's memory")
-        folders = self.cgroup.folders
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         output_r, output_w = os.pipe()
-        passed = [theirs.fileno(), to_child_r, from_child_w, output_w]
+        ends = [to_child_w, from_child_r, output_r]
+        try:
+            self._ask(sandbox, [theirs.fileno(), to_child_r, from_child_w, output_w])
+        except OSError as error:
+            _undo(sandbox, ours, ends)
+            raise ZygoteFailed(f"the zygote could not be asked ({error})") from None
+        finally:
+            theirs.close()
+            for fd in (to_child_r, from_child_w, output_w):
+                os.close(fd)
+        try:
+            pid, shared_kb = _ready(ours)
+            if sandbox.cgroup is not None:  # the student's code runs once it is asked to: not yet
+                sandbox.cgroup.lower_memory(limits, shared_kb)
+        except (ZygoteFailed, OSError) as error:
+            _undo(sandbox, ours, ends)
+            if isinstance(error, ZygoteFailed):
+                raise
+            raise ZygoteFailed(f"the student's memory limit could not be set ({error})") from None
+        return ForkedProcess(ours, pid, output_r), to_child_w, from_child_r
+
+    def _ask(self, sandbox: Sandbox, passed: list[int]) -> None:
+        """Send the zygote the request for `sandbox`'s process, with the descriptors it gets
+        (`passed`) and its cgroup's (cgroup.procs to join, the folder above to make its own)."""
+        folders = sandbox.cgroup.folders
         opened = []
         try:
             opened = [os.open(folder / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
                       for folder in folders]
             opened += [os.open(folder.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
                        for folder in folders]
-            spec = {"files": self.config.files, "rlimits": self._rlimits(),
-                    "user": list(self.drop_to), "disk_bytes": self.config.disk_mb << 20,
+            spec = {"files": sandbox.config.files, "rlimits": sandbox._rlimits(),
+                    "user": list(sandbox.drop_to), "disk_bytes": sandbox.config.disk_mb << 20,
                     "cgroups": [folder.name for folder in folders]}
             request = _memory_file(json.dumps(spec).encode())
             try:
                 socket.send_fds(self.control, [b"spawn"], [request, *passed, *opened])
             finally:
                 os.close(request)
-        except OSError as error:
-            self._undo(ours, [to_child_w, from_child_r, output_r])
-            raise ZygoteFailed(f"the zygote could not be asked ({error})") from None
         finally:
-            theirs.close()
-            for fd in passed[1:] + opened:
+            for fd in opened:
                 os.close(fd)
-        try:
-            pid, shared_kb = _ready(ours)
-            if self.cgroup is not None:     # the student's code runs once it is asked to: not yet
-                self.cgroup.lower_memory(limits, shared_kb)
-        except (ZygoteFailed, OSError) as error:
-            self._undo(ours, [to_child_w, from_child_r, output_r])
-            if isinstance(error, ZygoteFailed):
-                raise
-            raise ZygoteFailed(f"the student's memory limit could not be set ({error})") from None
-        self.process = ForkedProcess(ours, pid, output_r)
-        self.fd_in, self.fd_out = to_child_w, from_child_r
-        self._begin_watching()
-        return to_child_w, from_child_r
 
-    def _undo(self, reply: socket.socket, fds: list[int]) -> None:
-        reply.close()
-        for fd in fds:
-            os.close(fd)
-        if self.cgroup is not None:
-            self.cgroup.remove()
-            self.cgroup = None
-
-    def _orphans(self, table=None) -> list[int]:
+    def orphans(self, sandbox: Sandbox, table: dict[int, int]) -> list[int]:
         # A forked student's processes live in a PID namespace below the monitor: none can
         # become this grader's child.
-        return [] if self.forked else super()._orphans(table)
+        return []
 
-    def _kill_targets(self) -> list[int]:
-        if not self.forked:
-            return super()._kill_targets()
+    def kill_targets(self, sandbox: Sandbox) -> list[int]:
         # Not the monitor: it says how the init ended (its PID namespace ends with it), and while
         # this grader holds its socket its pid stays its own.
-        return self._members()
+        return sandbox._members()
 
-    def kill(self):
-        super().kill()
-        if self.forked and self.process is not None and self.process.poll() is None:
-            self.process.kill_monitor()            # it never said: end it too
+    def killed(self, sandbox: Sandbox) -> None:
+        if sandbox.process.poll() is None:
+            sandbox.process.kill_monitor()         # it never said: end it too
 
-    def close(self):
-        super().close()
-        if self.forked and self.process is not None:
-            self.process.close()
+    def closed(self, sandbox: Sandbox) -> None:
+        if sandbox.process is not None:
+            sandbox.process.close()
+
+
+class ForkedSandbox(Sandbox):
+    """A student's sandbox whose process is forked from the zygote behind `control` (Forked)."""
+
+    def __init__(self, config: SandboxConfig, control: socket.socket):
+        super().__init__(config, Forked(control))
+
+
+def _undo(sandbox: Sandbox, reply: socket.socket, fds: list[int]) -> None:
+    reply.close()
+    for fd in fds:
+        os.close(fd)
+    if sandbox.cgroup is not None:
+        sandbox.cgroup.remove()
+        sandbox.cgroup = None
 
 
 def _ready(reply: socket.socket) -> tuple[int, int]:

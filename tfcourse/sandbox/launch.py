@@ -117,10 +117,55 @@ def descendants(root: int, table: dict[int, int] | None = None) -> list[int]:
     return found
 
 
-class Sandbox:
-    """One student process. `start()` returns the two ends of the request channel."""
+class Fresh:
+    """Starts a sandbox's plan afresh: in folders made for it, held by a cgroup of its own, by its
+    keeper (keeper.py), which starts a new interpreter. The other way: forked.Forked."""
+    forked = False
 
-    def __init__(self, config: SandboxConfig):
+    def prepare(self, sandbox: Sandbox) -> None:
+        sandbox._prepare_folders()
+
+    def start(self, sandbox: Sandbox) -> tuple[subprocess.Popen, int, int]:
+        """The keeper, and the two ends of the request channel (to the process, from it)."""
+        sandbox.cgroup = Cgroup.create(sandbox.config.limits, sandbox.config.cgroup_parents)
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        process = start_keeper(sandbox._plan(), to_child_r, from_child_w, subprocess.PIPE)
+        return process, to_child_w, from_child_r
+
+    def orphans(self, sandbox: Sandbox, table: dict[int, int]) -> list[int]:
+        """Processes that escaped to us as their subreaper (when the keeper itself was killed).
+
+        The grader process that owns a sandbox has no other children, so any child but the
+        sandbox's keeper (or the keeper of a zygote this process holds: NOT_ORPHANS) is something
+        the student left behind.
+        """
+        me = os.getpid()
+        known = ({sandbox.process.pid} if sandbox.process else set()) | NOT_ORPHANS
+        found = []
+        for pid, parent in table.items():
+            if parent == me and pid not in known:
+                found.append(pid)
+                found += descendants(pid, table)
+        return found
+
+    def kill_targets(self, sandbox: Sandbox) -> list[int]:
+        """Whom one round of `kill` signals: the student's processes, and the keeper."""
+        return [*sandbox._members(), sandbox.process.pid]
+
+    def killed(self, sandbox: Sandbox) -> None:
+        """After `kill` (of a started sandbox): the keeper ended, nothing more to end."""
+
+    def closed(self, sandbox: Sandbox) -> None:
+        """After `close`: nothing more to close."""
+
+
+class Sandbox:
+    """One student process, started by its `launcher` (Fresh, else forked.Forked). `start()`
+    returns the two ends of the request channel."""
+
+    def __init__(self, config: SandboxConfig, launcher=None):
+        self.launcher = launcher or Fresh()
         self.config = config
         isolation = choose_isolation(config)
         self.mode, self.drop_to = isolation.mode, isolation.user
@@ -137,7 +182,12 @@ class Sandbox:
         self._stop = threading.Event()
         self._watchdog: threading.Thread | None = None
         self._inside_pid: int | None = None      # a process whose root is the sandbox's
-        self._prepare_folders()
+        self.launcher.prepare(self)
+
+    @property
+    def forked(self) -> bool:
+        """Whether its process is forked from a zygote (forked.py)."""
+        return self.launcher.forked
 
     @property
     def memory_exceeded(self) -> bool:
@@ -220,16 +270,20 @@ class Sandbox:
                        self._footprint_kb(), resource.getrlimit(resource.RLIMIT_DATA)[1])
 
     def start(self) -> tuple[int, int]:
-        """Start the keeper, which starts the student's process; nothing when grading refused."""
+        """Start the student's process (as the launcher does); nothing when grading refused."""
         if self.refusal:
             return -1, -1
-        self.cgroup = Cgroup.create(self.config.limits, self.config.cgroup_parents)
-        to_child_r, to_child_w = os.pipe()
-        from_child_r, from_child_w = os.pipe()
-        self.process = start_keeper(self._plan(), to_child_r, from_child_w, subprocess.PIPE)
-        self.fd_in, self.fd_out = to_child_w, from_child_r
+        self.process, self.fd_in, self.fd_out = self.launcher.start(self)
         self._begin_watching()
-        return to_child_w, from_child_r
+        return self.fd_in, self.fd_out
+
+    def start_afresh(self) -> None:
+        """From now on a fresh sandbox (Fresh), with folders of its own (a zygote could not
+        serve)."""
+        self.launcher = Fresh()
+        self.base = Path(tempfile.mkdtemp(prefix="tfgrade-", dir=sandbox_folder(self.config)))
+        self.work, self.lib = self.base / "work", self.base / "lib"
+        self.launcher.prepare(self)
 
     def _begin_watching(self) -> None:
         """Collect the student's output and watch its limits, once its process is started."""
@@ -378,27 +432,14 @@ class Sandbox:
             if not self._members():
                 break
         self._stop.set()
+        self.launcher.killed(self)
 
     def _kill_targets(self) -> list[int]:
-        """Whom one round of `kill` signals: the student's processes, and the keeper."""
-        return [*self._members(), self.process.pid]
+        return self.launcher.kill_targets(self)
 
     def _orphans(self, table: dict[int, int] | None = None) -> list[int]:
-        """Processes that escaped to us as their subreaper (when the keeper itself was killed).
-
-        The grader process that owns a sandbox has no other children, so any child but the
-        sandbox's keeper (or the keeper of a zygote this process holds: NOT_ORPHANS) is something
-        the student left behind.
-        """
-        table = _process_table() if table is None else table
-        me = os.getpid()
-        known = ({self.process.pid} if self.process else set()) | NOT_ORPHANS
-        found = []
-        for pid, parent in table.items():
-            if parent == me and pid not in known:
-                found.append(pid)
-                found += descendants(pid, table)
-        return found
+        """Processes that escaped to us (launcher.orphans)."""
+        return self.launcher.orphans(self, _process_table() if table is None else table)
 
     def close(self):
         self.kill()
@@ -415,6 +456,7 @@ class Sandbox:
             # what the student left in /tmp, /var/tmp and /dev/shm goes before the next student
             # (one at a time in this mode: runner.refuse_side_by_side)
             measure.remove_leftovers(self.drop_to[0])
+        self.launcher.closed(self)
 
 
 # -- the fresh start of a plan --------------------------------------------------------------------
