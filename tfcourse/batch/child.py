@@ -250,7 +250,7 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
                 return SubmissionReport.from_dict(json.loads(job.out.read_text(encoding="utf-8")))
             except (ValueError, KeyError, TypeError, RecursionError) as error:
                 problem = f"the grader's report could not be read ({error})"
-    return job_failure_report(course, job, job.assignment, problem)
+    return job_failure_report(course, job, job.assignment, problem, Path(submission).name)
 
 
 def _start(course: Course, job: Path, kept: dict[str, int]):

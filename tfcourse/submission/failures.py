@@ -52,14 +52,16 @@ def failure_report(course: Course, submission: Path, assignment: str | None, pro
     return grader_failed(course, submission.name, known, problem, skip)
 
 
-def job_failure_report(course: Course, job: Job, assignment: str | None, problem: str
-                       ) -> SubmissionReport:
+def job_failure_report(course: Course, job: Job, assignment: str | None, problem: str,
+                       name: str | None = None) -> SubmissionReport:
     """`failure_report` for a grading job: the notebooks' names told the job's assignment when
-    they were listed, so none is looked for again (unless the job lists none)."""
+    they were listed, so none is looked for again (unless the job lists none). `name`: the
+    submission's, as its caller named it (default: the job's)."""
     known = assignment
     if known is None and job.notebooks is None:
         known = assignment_of(course, job.submission, job.within)
-    return grader_failed(course, job.submission.name, known, problem, job.skip)
+    return grader_failed(course, job.submission.name if name is None else name, known, problem,
+                         job.skip)
 
 
 def grader_failed(course: Course, name: str, known: str | None, problem: str, skip=()
