@@ -214,16 +214,21 @@ def make_job(course: Course, submission: Path, assignment: str | None, threads: 
 
 
 def grade_in_child(course: Course, submission: Path, assignment: str | None, threads: int,
-                   skip: list[str], hide: list[Path], within: Path | None = None
-                   ) -> SubmissionReport:
+                   skip: list[str], hide: list[Path], within: Path | None = None,
+                   zygotes: forked.Zygotes | None = None) -> SubmissionReport:
     """Run the trusted grader in a child process; whatever it does, come back with a report.
-    `within`: the instructor's folder the submission was found in (default: the one above it)."""
+    `within`: the instructor's folder the submission was found in (default: the one above it).
+    `zygotes`: the calling thread's zygote (sandbox/forked.py), which forks the students'
+    processes with torch imported; None: one for this grading alone, closed after it."""
+    if zygotes is None:
+        with forked.Zygotes() as own:
+            return grade_in_child(course, submission, assignment, threads, skip, hide, within,
+                                  own)
     with tempfile.TemporaryDirectory(prefix="tfreport-", ignore_cleanup_errors=True) as scratch, \
             tempfile.TemporaryDirectory(prefix="tfgrade-", ignore_cleanup_errors=True) as sandboxes:
         os.chmod(sandboxes, 0o711)           # the sandbox user must reach its folder inside
-        # This thread's zygote, which forks the students' processes with torch imported
-        # (sandbox/forked.py), where this machine allows one: handed on where it fits the job.
-        zygote = forked.zygote_for(course, threads)
+        # The zygote, where this machine allows one: handed on where it fits the job.
+        zygote = zygotes.for_course(course, threads)
         held, parents, memory_mb = grader_cgroup(course)
         # The grader's sandboxes go in `sandboxes`, so that they are removed even when the grader
         # is killed before it can remove them itself.

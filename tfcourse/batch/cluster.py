@@ -37,6 +37,7 @@ from typing import Callable
 
 from tfcourse.course import Course, CourseError, find_course_root, load_course
 
+from ..sandbox.forked import ZygotePool
 from ..submission.failures import failure_report
 from ..submission.files import (Refused, is_notebook_name, kind_inside, listing, open_inside,
                                 split_submission)
@@ -48,6 +49,9 @@ from .survey import printable
 COURSE_VARIABLE = "TFCOURSE_COURSE"        # on a worker: the course folder
 SPECIAL = {"link", "fifo", "socket", "device", "other"}      # entries that are never read
 MOST_LINKS = 64                            # a notebook with more names than this is sent as 64
+# The zygotes of this worker's gradings (sandbox/forked.py): its tasks run in Dask's threads, which
+# no code of ours owns, so each task borrows one; they end with the worker process.
+WORKER_ZYGOTES = ZygotePool()
 BYTES_IN_FLIGHT = 1 << 30                  # notebooks' bytes sent and not graded yet, at most
 
 
@@ -247,9 +251,10 @@ def grade_task(payload: dict) -> str:
         packed = payload["submission"]
         try:
             submission, within = unpack(packed, Path(folder))
-            report = grade_in_child(course, submission, payload["assignment"],
-                                    int(payload["threads"]), list(payload["skip"]), [_scratch()],
-                                    within)
+            with WORKER_ZYGOTES.lend() as zygotes:
+                report = grade_in_child(course, submission, payload["assignment"],
+                                        int(payload["threads"]), list(payload["skip"]),
+                                        [_scratch()], within, zygotes)
         except Exception:               # never let one submission fail the task
             name = os.fsdecode(packed["parts"][-1]) if packed.get("parts") else "submission"
             report = failure_report(course, Path(folder, name), payload["assignment"],

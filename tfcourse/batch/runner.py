@@ -15,7 +15,7 @@ import sys
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfcourse.course import Course
@@ -210,7 +210,7 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
                                                 batch.threads, batch.skip, batch.record),
                                outcomes, bar)
     finally:
-        forked.close_all()                   # the zygotes of this batch's threads
+        batch.zygotes.close()                # so that no zygote and no folder of one outlives it
         if bar:
             bar.close()
     order = {item.name: index for index, item in enumerate(found.submissions)}
@@ -229,6 +229,8 @@ class _Batch:
     threads: int
     hide: list[Path]
     version: str
+    # The zygotes of the gradings side by side (sandbox/forked.py), closed at the batch's end
+    zygotes: forked.ZygotePool = field(default_factory=forked.ZygotePool)
 
     def plan(self, submissions: list[Found], force: bool, outcomes: Outcomes) -> list[tuple]:
         """The submissions to grade, each (item, folder, fingerprint, its assignment); those
@@ -267,8 +269,9 @@ class _Batch:
             return None
         started = time.monotonic()
         try:
-            report = grade_in_child(self.course, item.path, graded, self.threads,
-                                    list(self.skip), self.hide, item.within)
+            with self.zygotes.lend() as zygotes:
+                report = grade_in_child(self.course, item.path, graded, self.threads,
+                                        list(self.skip), self.hide, item.within, zygotes)
         except Exception:                    # never let one submission stop the batch
             report = failure_report(self.course, item.path, graded, traceback.format_exc(),
                                     item.within)

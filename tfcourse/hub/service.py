@@ -31,6 +31,7 @@ from tfcourse.course import Course
 from tfcourse.batch import runner
 from tfcourse.batch.results import write_results
 from tfcourse.batch.child import grade_in_child, student_threads
+from tfcourse.sandbox.forked import Zygotes
 from tfcourse.submission.failures import failure_report
 
 from . import page
@@ -382,41 +383,42 @@ class Service:
         return False
 
     def _work(self) -> None:
-        self._warm()
-        while (record := self.next_turn()) is not None:
-            try:
-                self.grade_one(record)
-            except Exception:
-                log.error("%s: grading failed:\n%s", record.key, traceback.format_exc())
-            finally:
-                with self.turns:
-                    self.busy.discard(record.student)
-                    self.started.pop(record.key, None)
-                    self.turns.notify_all()
+        with Zygotes() as zygotes:              # this slot's zygote, ended as the slot ends
+            self._warm(zygotes)
+            while (record := self.next_turn()) is not None:
+                try:
+                    self.grade_one(record, zygotes)
+                except Exception:
+                    log.error("%s: grading failed:\n%s", record.key, traceback.format_exc())
+                finally:
+                    with self.turns:
+                        self.busy.discard(record.student)
+                        self.started.pop(record.key, None)
+                        self.turns.notify_all()
 
-    def _warm(self) -> None:
+    def _warm(self, zygotes: Zygotes) -> None:
         """Start this job slot's zygote (its students' processes are forked from it) and fork
         server (its graders are), both at once, as the slot starts: not at its first grading,
         which would wait for them (25-30 s on a loaded machine, after each restart)."""
         if self.grade != self._grade_in_sandbox:
             return
         from tfcourse.batch import forkserver
-        from tfcourse.sandbox import forked
 
         try:
-            forked.zygote_for(self.course, student_threads(self.course))  # started, not awaited
+            zygotes.for_course(self.course, student_threads(self.course))  # started, not awaited
             if forkserver.enabled():
                 forkserver.warm(self.course.root, dict(os.environ))
         except Exception:                       # the first grading starts them as it would have
             log.warning("a job slot could not warm up:\n%s", traceback.format_exc())
 
-    def grade_one(self, record: Record) -> None:
+    def grade_one(self, record: Record, zygotes: Zygotes | None = None) -> None:
         """Grade `record` (taken by `next_turn`) and record its results. Results that cannot be
-        written (a full disk) are kept, and the submission queued again, to be written later."""
+        written (a full disk) are kept, and the submission queued again, to be written later.
+        `zygotes`: the job slot's zygote (None: one for this grading alone)."""
         started = self.clock()
         report, seconds = self.unwritten.pop(record.key, (None, 0.0))
         if report is None:
-            report = self._grade(record)
+            report = self._grade(record, zygotes)
             if self.stopping.is_set():          # stopped while grading: graded after the restart
                 return
             report.submission = f"{record.student}, {page.when(record.received)}"
@@ -440,22 +442,25 @@ class Service:
         log.info("%s: %s / %s in %.1f s", done.key, results["score"], results["max_score"],
                  seconds)
 
-    def _grade(self, record: Record):
+    def _grade(self, record: Record, zygotes: Zygotes | None):
         folder = self.ledger.snapshot_folder(record.key)
         try:
             if not folder.is_dir():             # queued, then stopped before it was copied
                 self._copy(record)
             folder.mkdir(mode=0o700, exist_ok=True)     # nothing could be copied: graded empty
+            if self.grade == self._grade_in_sandbox:
+                return self._grade_in_sandbox(self.course, folder, record.assignment, zygotes)
             return self.grade(self.course, folder, record.assignment)
         except Exception:
             return failure_report(self.course, folder, record.assignment,
                                   traceback.format_exc())
 
-    def _grade_in_sandbox(self, course: Course, folder: Path, assignment: str):
+    def _grade_in_sandbox(self, course: Course, folder: Path, assignment: str,
+                          zygotes: Zygotes | None = None):
         snapshots = self.ledger.state / "snapshots"
         return grade_in_child(course, folder, assignment, student_threads(course), self.skip,
                               [self.ledger.state.resolve(), self.exchange.resolve()],
-                              within=snapshots)
+                              within=snapshots, zygotes=zygotes)
 
     def _grade_on_cluster(self, course: Course, folder: Path, assignment: str):
         return self.remote.grade(course, folder, assignment, self.ledger.state / "snapshots",

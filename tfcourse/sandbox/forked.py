@@ -1,15 +1,17 @@
 """Students' processes forked from a zygote that has imported torch once (zygote.py), where the
 machine allows it: grading as root, in bubblewrap, with one torch thread.
 
-- The runner holds one zygote per thread (`zygote_for`, like the grader's fork server), started in
-  bubblewrap with the very allow-list, interpreter and environment a student's process gets. For
-  each job it asks whether the zygote fits the job's sandboxes (`fitting`: their KEY is the
-  zygote's, the same bwrap arguments but the work folder's files, so the same paths hidden, the
-  same interpreter, environment, harness, user and threads), and only then hands its control
-  socket to the grader (`--zygote-fd FD`, and the KEY in the grader's job).
+- Each thread that starts graders holds one zygote (a `Zygotes`, made and closed by whoever owns
+  the thread: a job slot of the feedback service; a `ZygotePool` lends them to a runner's
+  workers), started in bubblewrap with the very allow-list, interpreter and environment a
+  student's process gets. For each job it asks whether the zygote fits the job's sandboxes
+  (`fitting`: their KEY is the zygote's, the same bwrap arguments but the work folder's files, so
+  the same paths hidden, the same interpreter, environment, harness, user and threads), and only
+  then hands its control socket to the grader (`--zygote-fd FD`, and the KEY in the grader's
+  job).
 - A grader's `open_sandbox` forks the student's process from the zygote its sandbox settings name
-  (SandboxConfig.zygote) as given (`ForkedSandbox`); with none, or when the zygote fails or is
-  gone, it starts a fresh sandbox as before (launch.Sandbox).
+  (SandboxConfig.zygote) as given (a sandbox started by `Forked`); with none, or when the zygote
+  fails or is gone, it starts a fresh sandbox as before (launch.Fresh).
 
 A forked student's process is watched and limited as any other (its own cgroup, the watchdog, the
 output cap): only how it starts differs, and the isolation is the same (docs/sandbox.md). Its pages
@@ -20,26 +22,26 @@ TFCOURSE_STUDENT_FORKS=0 turns it off: a fresh sandboxed interpreter for every s
 """
 from __future__ import annotations
 
-import copy
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
+import queue
 import select
 import signal
 import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
-from .binds import INSIDE_LIB
-from .launch import (NOT_ORPHANS, Sandbox, SandboxConfig, _die_with_grader, sandbox_folder,
-                     _memory_file, course_standins)
+from .launch import (NOT_ORPHANS, Sandbox, SandboxConfig, _memory_file, course_standins,
+                     start_keeper)
 from .limits import Cgroup
+from .plan import bwrap_options, zygote_plan
 
 SWITCH = "TFCOURSE_STUDENT_FORKS"
 # What the zygote may do inside bubblewrap: make each student's namespaces and mounts, drop to the
@@ -69,9 +71,8 @@ def fork_key(sandbox: Sandbox) -> str | None:
     if sandbox.mode != "bwrap" or os.geteuid() != 0 or sandbox.drop_to is None or \
             sandbox.config.gpu or sandbox.refusal or sandbox.config.threads != 1:
         return None          # (torch starts a thread at import with more: a fork keeps one)
-    plain = copy.copy(sandbox)
-    plain.config = dataclasses.replace(sandbox.config, files={})
-    arguments, python = Sandbox._bwrap_arguments(plain)
+    arguments, python = bwrap_options(dataclasses.replace(sandbox.config, files={}), sandbox.base,
+                                      sandbox.drop_to)
     text = json.dumps([arguments, str(python), sandbox._environment(), sandbox.drop_to,
                        sorted(sandbox.config.harness.items()), sandbox.config.threads])
     return hashlib.sha256(text.replace(str(sandbox.base), "<base>").encode()).hexdigest()[:32]
@@ -105,7 +106,7 @@ def handed(config: SandboxConfig, host: "ZygoteHost | None") -> SandboxConfig:
     return dataclasses.replace(config, zygote=host.control.fileno())
 
 
-# -- the runner's side: one zygote per thread ---------------------------------------------------
+# -- the runner's side: one zygote per grading thread ----------------------------------------------
 class ZygoteHost(Sandbox):
     """The zygote's own sandbox: bubblewrap as for a student, with the zygote's capabilities, and
     zygote.py in place of the worker. Started by the keeper (keeper.py), so that it and every
@@ -117,46 +118,19 @@ class ZygoteHost(Sandbox):
         self.control: socket.socket | None = None
         self._ready_fd = -1
         self.refused: str | None = None
-        with _LOCK:
-            _ALL.add(self)
 
     def _prepare_folders(self):
         super()._prepare_folders()
         here = Path(__file__).parent
         (self.lib / "zygote.py").write_bytes((here / "zygote.py").read_bytes())
 
-    def _bwrap_arguments(self):
-        arguments, python = super()._bwrap_arguments()
-        # bubblewrap run as root keeps every capability unless told: none (it clears those added
-        # before too), then only these
-        arguments += ["--cap-drop", "ALL"]
-        for capability in ZYGOTE_CAPABILITIES:
-            arguments += ["--cap-add", capability]
-        return arguments, python
-
-    def _command(self, fd_in: int, fd_out: int, arguments_fd: int, python: Path) -> list[str]:
-        return ["bwrap", "--args", str(arguments_fd), "--", str(python), "-E", "-s", "-B",
-                str(INSIDE_LIB / "zygote.py"), "--control", str(fd_in), "--ready", str(fd_out)]
-
     def start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ready_read, ready_write = os.pipe()
-        spec = self._keeper_spec(theirs.fileno(), ready_write)
-        spec.update(rlimits={"RLIMIT_CORE": (0, 0)}, cgroup_procs=[], cgroup_folders=[])
+        plan = zygote_plan(self._plan(), ZYGOTE_CAPABILITIES)
         with open(self.base / "zygote.log", "wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(self.base / "keeper.py")], pass_fds=spec["fds"],
-                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, cwd=self.base,
-                env=self._environment(), start_new_session=True, preexec_fn=_die_with_grader)
-        NOT_ORPHANS.add(self.process.pid)      # for this process's own sandboxes, if any
-        theirs.detach()                         # closed with the others just below
-        for fd in spec["fds"]:
-            os.close(fd)
-        try:
-            self.process.stdin.write(json.dumps(spec).encode())
-            self.process.stdin.close()
-        except BrokenPipeError:
-            pass
+            # (the keeper closes `theirs` here once it is handed on)
+            self.process = start_keeper(plan, theirs.detach(), ready_write, log, not_orphan=True)
         self.control, self._ready_fd = ours, ready_read
         os.set_blocking(ready_read, False)
 
@@ -181,8 +155,6 @@ class ZygoteHost(Sandbox):
         return self.refused is None and self.alive()
 
     def close(self) -> None:
-        with _LOCK:
-            _ALL.discard(self)
         if self.control is not None:
             self.control.close()                # the zygote's loop ends
             self.control = None
@@ -200,72 +172,96 @@ class ZygoteHost(Sandbox):
             NOT_ORPHANS.discard(self.process.pid)
 
 
-_HOSTS = threading.local()
-_ALL: set[ZygoteHost] = set()               # every zygote this process holds, in any thread
-_LOCK = threading.Lock()
-STARTS = 2                                  # zygotes a thread starts at most, for one course
+STARTS = 2                                  # zygotes one Zygotes starts at most, for one course
 
 
-@dataclasses.dataclass
-class _Held:
-    """A thread's zygote, what it was started for, and how many were started for that."""
-    wanted: str
-    host: ZygoteHost | None = None
-    starts: int = 0
+class Zygotes:
+    """The zygote of one thread that starts graders (a runner's worker, a job slot of the feedback
+    service, one grading of its own): started for a course on first use, once more if it died,
+    and closed by whoever made it. Its keeper ends when the thread that started it does
+    (PR_SET_PDEATHSIG), with every student's process forked from it."""
 
+    def __init__(self):
+        self.wanted: str | None = None         # the course and settings it was started for
+        self.host: ZygoteHost | None = None
+        self.starts = 0                         # how many were started for `wanted`
 
-def zygote_for(course, threads: int) -> ZygoteHost | None:
-    """This thread's zygote for `course` (started on first use, once more if it died), or None
-    where none can be used: turned off, not grading as root in bubblewrap, or it failed."""
-    if not enabled():
+    def __enter__(self) -> "Zygotes":
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
+
+    def for_course(self, course, threads: int) -> ZygoteHost | None:
+        """The zygote for `course` (started on first use, once more if it died), or None where
+        none can be used: turned off, not grading as root in bubblewrap, or it failed."""
+        if not enabled():
+            return None
+        wanted = json.dumps([str(course.root), threads, course_standins(course),
+                             repr(course.sandbox), repr(course.limits)])
+        if self.wanted != wanted:
+            self.close()
+            self.wanted, self.starts = wanted, 0
+        if self.host is not None:
+            if self.host.usable():
+                return self.host
+            if self.host.refused:               # it would refuse again (torch's threads)
+                self.starts = STARTS
+            self.host.close()
+            self.host = None
+        if self.starts >= STARTS:
+            return None
+        self.starts += 1
+        host = None
+        try:
+            host = ZygoteHost(SandboxConfig.from_course(course, {}, threads, []))
+            if host.key is None:                # this machine does not allow it
+                self.starts = STARTS
+            else:
+                host.start()
+                self.host = host
+                return host
+        except (OSError, subprocess.SubprocessError) as error:
+            print(f"tfcourse: no zygote for the students' processes ({error})", file=sys.stderr)
+        if host is not None:
+            host.close()
         return None
-    wanted = json.dumps([str(course.root), threads, course_standins(course),
-                         repr(course.sandbox), repr(course.limits)])
-    held = getattr(_HOSTS, "held", None)
-    if held is None or held.wanted != wanted:
-        close_zygotes()
-        held = _HOSTS.held = _Held(wanted)
-    if held.host is not None:
-        if held.host.usable():
-            return held.host
-        if held.host.refused:                   # it would refuse again (torch's threads)
-            held.starts = STARTS
-        held.host.close()
-        held.host = None
-    if held.starts >= STARTS:
-        return None
-    held.starts += 1
-    host = None
-    try:
-        host = ZygoteHost(SandboxConfig.from_course(course, {}, threads, []))
-        if host.key is None:                    # this machine does not allow it
-            held.starts = STARTS
-        else:
-            host.start()
-            held.host = host
-            return host
-    except (OSError, subprocess.SubprocessError) as error:
-        print(f"tfcourse: no zygote for the students' processes ({error})", file=sys.stderr)
-    if host is not None:
-        host.close()
-    return None
+
+    def close(self) -> None:
+        """End the zygote (and the students' processes forked from it); the course is forgotten."""
+        if self.host is not None:
+            self.host.close()
+        self.host, self.wanted, self.starts = None, None, 0
 
 
-def close_zygotes() -> None:
-    """End this thread's zygote (and the students' processes forked from it)."""
-    held = getattr(_HOSTS, "held", None)
-    if held is not None and held.host is not None:
-        held.host.close()
-    _HOSTS.held = None
+class ZygotePool:
+    """Zygotes for gradings that run side by side in threads that are not ours (a runner's
+    ThreadPoolExecutor, a Dask worker's tasks): each grading borrows one for its time, so that no
+    two use one at once, and gives it back for the next; `close` ends them all."""
 
+    def __init__(self):
+        self._free: queue.SimpleQueue[Zygotes] = queue.SimpleQueue()
+        self._all: list[Zygotes] = []
+        self._lock = threading.Lock()
 
-def close_all() -> None:
-    """End every zygote of this process, in every thread (a batch does at its end, so that no
-    zygote and no folder of one outlives it)."""
-    with _LOCK:
-        hosts = list(_ALL)
-    for host in hosts:
-        host.close()
+    @contextlib.contextmanager
+    def lend(self):
+        try:
+            zygotes = self._free.get_nowait()
+        except queue.Empty:
+            zygotes = Zygotes()
+            with self._lock:
+                self._all.append(zygotes)
+        try:
+            yield zygotes
+        finally:
+            self._free.put(zygotes)
+
+    def close(self) -> None:
+        with self._lock:
+            every = list(self._all)
+        for zygotes in every:
+            zygotes.close()
 
 
 # -- the grader's side: one student's process ----------------------------------------------------
@@ -321,121 +317,119 @@ class ForkedProcess:
                 self._reply = None
 
 
-class ForkedSandbox(Sandbox):
-    """One student's process forked from the zygote behind `control`; a fresh one (Sandbox's own
-    way) when the zygote cannot make it."""
+class Forked:
+    """Starts a sandbox's plan by asking the zygote behind `control` to fork its process: no
+    folder (the files go to the zygote, in the request), a cgroup of its own; a fresh start
+    (launch.Fresh) when the zygote cannot make it."""
+    forked = True
 
-    def __init__(self, config: SandboxConfig, control: socket.socket):
-        self.control, self.forked = control, True
-        super().__init__(config)
+    def __init__(self, control: socket.socket):
+        self.control = control
 
-    def _prepare_folders(self):
-        if self.forked:          # no folder: the files go to the zygote, in the request
-            os.rmdir(self.base)
-        else:
-            super()._prepare_folders()
+    def prepare(self, sandbox: Sandbox) -> None:
+        os.rmdir(sandbox.base)
 
-    def start_afresh(self) -> None:
-        """From now on a fresh sandbox (launch.Sandbox's way), with folders of its own."""
-        self.forked = False
-        self.base = Path(tempfile.mkdtemp(prefix="tfgrade-", dir=sandbox_folder(self.config)))
-        self.work, self.lib = self.base / "work", self.base / "lib"
-        super()._prepare_folders()
+    def start(self, sandbox: Sandbox) -> tuple[ForkedProcess | subprocess.Popen, int, int]:
+        try:
+            return self._start(sandbox)
+        except ZygoteFailed as error:
+            _said_broken(str(error))
+            sandbox.start_afresh()
+            return sandbox.launcher.start(sandbox)
 
-    def start(self) -> tuple[int, int]:
-        if self.refusal:
-            return -1, -1
-        if self.forked:
-            try:
-                return self._start_forked()
-            except ZygoteFailed as error:
-                _said_broken(str(error))
-                self.start_afresh()
-        return super().start()
-
-    def _start_forked(self) -> tuple[int, int]:
+    def _start(self, sandbox: Sandbox) -> tuple[ForkedProcess, int, int]:
         # As a fresh sandbox counts: its bwrap is one process more in the cgroup than the init.
-        limits = self.config.limits
-        self.cgroup = Cgroup.create(dataclasses.replace(limits, processes=limits.processes - 1),
-                                    self.config.cgroup_parents)
-        if self.cgroup is None or self.cgroup.memory is None:
+        limits = sandbox.config.limits
+        sandbox.cgroup = Cgroup.create(dataclasses.replace(limits, processes=limits.processes - 1),
+                                       sandbox.config.cgroup_parents)
+        if sandbox.cgroup is None or sandbox.cgroup.memory is None:
             # The zygote's filter allows AF_UNIX sockets, whose buffers only a cgroup counts: a
             # fresh sandbox's filter, without a cgroup, allows none (seccomp.py)
-            if self.cgroup is not None:
-                self.cgroup.remove()
-                self.cgroup = None
+            if sandbox.cgroup is not None:
+                sandbox.cgroup.remove()
+                sandbox.cgroup = None
             raise ZygoteFailed("no cgroup can hold a forked student's memory")
-        folders = self.cgroup.folders
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         output_r, output_w = os.pipe()
-        passed = [theirs.fileno(), to_child_r, from_child_w, output_w]
+        ends = [to_child_w, from_child_r, output_r]
+        try:
+            self._ask(sandbox, [theirs.fileno(), to_child_r, from_child_w, output_w])
+        except OSError as error:
+            _undo(sandbox, ours, ends)
+            raise ZygoteFailed(f"the zygote could not be asked ({error})") from None
+        finally:
+            theirs.close()
+            for fd in (to_child_r, from_child_w, output_w):
+                os.close(fd)
+        try:
+            pid, shared_kb = _ready(ours)
+            if sandbox.cgroup is not None:  # the student's code runs once it is asked to: not yet
+                sandbox.cgroup.lower_memory(limits, shared_kb)
+        except (ZygoteFailed, OSError) as error:
+            _undo(sandbox, ours, ends)
+            if isinstance(error, ZygoteFailed):
+                raise
+            raise ZygoteFailed(f"the student's memory limit could not be set ({error})") from None
+        return ForkedProcess(ours, pid, output_r), to_child_w, from_child_r
+
+    def _ask(self, sandbox: Sandbox, passed: list[int]) -> None:
+        """Send the zygote the request for `sandbox`'s process, with the descriptors it gets
+        (`passed`) and its cgroup's (cgroup.procs to join, the folder above to make its own)."""
+        folders = sandbox.cgroup.folders
         opened = []
         try:
             opened = [os.open(folder / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
                       for folder in folders]
             opened += [os.open(folder.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
                        for folder in folders]
-            spec = {"files": self.config.files, "rlimits": self._rlimits(),
-                    "user": list(self.drop_to), "disk_bytes": self.config.disk_mb << 20,
+            spec = {"files": sandbox.config.files, "rlimits": sandbox._rlimits(),
+                    "user": list(sandbox.drop_to), "disk_bytes": sandbox.config.disk_mb << 20,
                     "cgroups": [folder.name for folder in folders]}
             request = _memory_file(json.dumps(spec).encode())
             try:
                 socket.send_fds(self.control, [b"spawn"], [request, *passed, *opened])
             finally:
                 os.close(request)
-        except OSError as error:
-            self._undo(ours, [to_child_w, from_child_r, output_r])
-            raise ZygoteFailed(f"the zygote could not be asked ({error})") from None
         finally:
-            theirs.close()
-            for fd in passed[1:] + opened:
+            for fd in opened:
                 os.close(fd)
-        try:
-            pid, shared_kb = _ready(ours)
-            if self.cgroup is not None:     # the student's code runs once it is asked to: not yet
-                self.cgroup.lower_memory(limits, shared_kb)
-        except (ZygoteFailed, OSError) as error:
-            self._undo(ours, [to_child_w, from_child_r, output_r])
-            if isinstance(error, ZygoteFailed):
-                raise
-            raise ZygoteFailed(f"the student's memory limit could not be set ({error})") from None
-        self.process = ForkedProcess(ours, pid, output_r)
-        self.fd_in, self.fd_out = to_child_w, from_child_r
-        self._begin_watching()
-        return to_child_w, from_child_r
 
-    def _undo(self, reply: socket.socket, fds: list[int]) -> None:
-        reply.close()
-        for fd in fds:
-            os.close(fd)
-        if self.cgroup is not None:
-            self.cgroup.remove()
-            self.cgroup = None
-
-    def _orphans(self, table=None) -> list[int]:
+    def orphans(self, sandbox: Sandbox, table: dict[int, int]) -> list[int]:
         # A forked student's processes live in a PID namespace below the monitor: none can
         # become this grader's child.
-        return [] if self.forked else super()._orphans(table)
+        return []
 
-    def _kill_targets(self) -> list[int]:
-        if not self.forked:
-            return super()._kill_targets()
+    def kill_targets(self, sandbox: Sandbox) -> list[int]:
         # Not the monitor: it says how the init ended (its PID namespace ends with it), and while
         # this grader holds its socket its pid stays its own.
-        return self._members()
+        return sandbox._members()
 
-    def kill(self):
-        super().kill()
-        if self.forked and self.process is not None and self.process.poll() is None:
-            self.process.kill_monitor()            # it never said: end it too
+    def killed(self, sandbox: Sandbox) -> None:
+        if sandbox.process.poll() is None:
+            sandbox.process.kill_monitor()         # it never said: end it too
 
-    def close(self):
-        super().close()
-        if self.forked and self.process is not None:
-            self.process.close()
+    def closed(self, sandbox: Sandbox) -> None:
+        if sandbox.process is not None:
+            sandbox.process.close()
+
+
+class ForkedSandbox(Sandbox):
+    """A student's sandbox whose process is forked from the zygote behind `control` (Forked)."""
+
+    def __init__(self, config: SandboxConfig, control: socket.socket):
+        super().__init__(config, Forked(control))
+
+
+def _undo(sandbox: Sandbox, reply: socket.socket, fds: list[int]) -> None:
+    reply.close()
+    for fd in fds:
+        os.close(fd)
+    if sandbox.cgroup is not None:
+        sandbox.cgroup.remove()
+        sandbox.cgroup = None
 
 
 def _ready(reply: socket.socket) -> tuple[int, int]:

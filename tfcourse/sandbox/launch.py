@@ -16,9 +16,14 @@ guarantees):
 the student's process and ends everything it started, even when the grader is killed; a cgroup,
 where the machine lets us make one, or else a watchdog, holds the student's processes to
 `limits.memory_mb`, `limits.processes` and `limits.disk_mb`, and output is capped.
+
+What the keeper is told (bubblewrap's options, the command, environment, limits, filter and
+cgroup) is a launch plan that plan.py works out from the settings; here the folders and the cgroup
+are made, and the plan started and watched.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -33,20 +38,17 @@ from pathlib import Path
 
 from . import limits as measure
 from .keeper import reap
-from .binds import (INSIDE_LIB, INSIDE_PYTHON, INSIDE_WORK, Binds, gpu_binds, interpreter_binds,
-                    mask_hidden, system_binds, under)
+from .binds import INSIDE_WORK
 from .limits import DISK, MEMORY, PROCESSES, Cgroup
 from ..process import signal_on_parent_death
-from .seccomp import student_filter
+# (HARNESS and OPEN_FILES: for those who read what a plan holds)
+from .plan import (HARNESS, OPEN_FILES, LaunchPlan, bwrap_options, command,  # noqa: F401
+                   environment, keeper_spec, launch_plan, rlimits, work_inside)
 # (Isolation, bwrap_works and course_standins: for those who start sandboxes)
-from .settings import (Isolation, SandboxConfig, _unshare_flags,  # noqa: F401
+from .settings import (Isolation, SandboxConfig,  # noqa: F401
                        bwrap_works, choose_isolation, course_standins, sandbox_folder)
 
-HARNESS = ("worker.py", "channel.py", "rulebook.py")
-ALWAYS_HIDDEN = (Path("/root"), Path("/home"), Path("/tmp"))
 WATCH_SECONDS = 0.2
-# Open files of each student's process (a student has no use for more)
-OPEN_FILES = 256
 # Children of this process that are no sandbox's orphans: the keepers of the zygotes it holds
 # (forked.py), where it also opens sandboxes of its own (tests do)
 NOT_ORPHANS: set[int] = set()
@@ -58,13 +60,6 @@ SIGNAL_WORDS = {      # how a student's process ended, in words that follow "it"
     "SIGABRT": "aborted (SIGABRT)",
     "SIGKILL": "was killed (SIGKILL)",
 }
-# Sets RLIMIT_NPROC inside bubblewrap's user namespace (set outside, it would count every process
-# of the grader's user), then runs the worker.
-NPROC_TRAMPOLINE = ("import os, resource, sys; n = int(sys.argv[1]); "
-                    "resource.setrlimit(resource.RLIMIT_NPROC, (n, n)); "
-                    "os.execv(sys.argv[2], sys.argv[2:])")
-
-
 @functools.cache
 def cpu_flags() -> frozenset[str]:
     """The CPU's feature flags, from /proc/cpuinfo (empty where it cannot be read); read once, not
@@ -122,10 +117,55 @@ def descendants(root: int, table: dict[int, int] | None = None) -> list[int]:
     return found
 
 
-class Sandbox:
-    """One student process. `start()` returns the two ends of the request channel."""
+class Fresh:
+    """Starts a sandbox's plan afresh: in folders made for it, held by a cgroup of its own, by its
+    keeper (keeper.py), which starts a new interpreter. The other way: forked.Forked."""
+    forked = False
 
-    def __init__(self, config: SandboxConfig):
+    def prepare(self, sandbox: Sandbox) -> None:
+        sandbox._prepare_folders()
+
+    def start(self, sandbox: Sandbox) -> tuple[subprocess.Popen, int, int]:
+        """The keeper, and the two ends of the request channel (to the process, from it)."""
+        sandbox.cgroup = Cgroup.create(sandbox.config.limits, sandbox.config.cgroup_parents)
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        process = start_keeper(sandbox._plan(), to_child_r, from_child_w, subprocess.PIPE)
+        return process, to_child_w, from_child_r
+
+    def orphans(self, sandbox: Sandbox, table: dict[int, int]) -> list[int]:
+        """Processes that escaped to us as their subreaper (when the keeper itself was killed).
+
+        The grader process that owns a sandbox has no other children, so any child but the
+        sandbox's keeper (or the keeper of a zygote this process holds: NOT_ORPHANS) is something
+        the student left behind.
+        """
+        me = os.getpid()
+        known = ({sandbox.process.pid} if sandbox.process else set()) | NOT_ORPHANS
+        found = []
+        for pid, parent in table.items():
+            if parent == me and pid not in known:
+                found.append(pid)
+                found += descendants(pid, table)
+        return found
+
+    def kill_targets(self, sandbox: Sandbox) -> list[int]:
+        """Whom one round of `kill` signals: the student's processes, and the keeper."""
+        return [*sandbox._members(), sandbox.process.pid]
+
+    def killed(self, sandbox: Sandbox) -> None:
+        """After `kill` (of a started sandbox): the keeper ended, nothing more to end."""
+
+    def closed(self, sandbox: Sandbox) -> None:
+        """After `close`: nothing more to close."""
+
+
+class Sandbox:
+    """One student process, started by its `launcher` (Fresh, else forked.Forked). `start()`
+    returns the two ends of the request channel."""
+
+    def __init__(self, config: SandboxConfig, launcher=None):
+        self.launcher = launcher or Fresh()
         self.config = config
         isolation = choose_isolation(config)
         self.mode, self.drop_to = isolation.mode, isolation.user
@@ -142,7 +182,12 @@ class Sandbox:
         self._stop = threading.Event()
         self._watchdog: threading.Thread | None = None
         self._inside_pid: int | None = None      # a process whose root is the sandbox's
-        self._prepare_folders()
+        self.launcher.prepare(self)
+
+    @property
+    def forked(self) -> bool:
+        """Whether its process is forked from a zygote (forked.py)."""
+        return self.launcher.forked
 
     @property
     def memory_exceeded(self) -> bool:
@@ -187,127 +232,58 @@ class Sandbox:
     @property
     def work_inside(self) -> Path:
         """The work folder as student code sees it."""
-        return INSIDE_WORK if self.mode == "bwrap" else self.work
+        return work_inside(self.mode, self.base)
 
     # -- starting -----------------------------------------------------------------------------
-    def _worker(self, python: Path, lib: Path, fd_in: int, fd_out: int) -> list[str]:
-        return [str(python), "-E", "-s", "-B", str(lib / "worker.py"),
-                "--fd-in", str(fd_in), "--fd-out", str(fd_out)]
+    def _plan(self) -> LaunchPlan:
+        """This sandbox's launch plan (plan.py), with what it needs of this machine measured
+        here, and the cgroup it has now."""
+        return launch_plan(
+            self.config, self.mode, self.drop_to, self.base, cgroup=self.cgroup,
+            unix_sockets=self._unix_sockets(), kernels=kernel_environment(self.config.cpu_kernels),
+            footprint_kb=self._footprint_kb(), data=resource.getrlimit(resource.RLIMIT_DATA)[1])
+
+    def _footprint_kb(self) -> int | None:
+        """What the interpreter maps to import torch, as the student's user (measured once)."""
+        return measure.interpreter_footprint_kb(self.drop_to if self.mode == "process" else None)
 
     def _bwrap_arguments(self) -> tuple[list[str], Path]:
         """Everything bwrap is told but the command, and the interpreter's path inside."""
-        binds = Binds()
-        system_binds(binds)
-        python = interpreter_binds(binds)
-        work = INSIDE_WORK
-        binds.bind(self.lib, INSIDE_LIB)
-        binds.arguments += ["--perms", "01777", "--size", str(self.config.disk_mb << 20),
-                            "--tmpfs", str(work), "--perms", "01777", "--dir", str(work / "tmp")]
-        for name in self.config.files:
-            binds.add("--ro-bind", str(self.work / name), work / name)
-        for name in ("passwd", "group"):
-            binds.add("--ro-bind", str(self.base / "etc" / name), Path("/etc", name))
-        if any(under(inside, Path("/tmp")) for inside in binds.trees.values()):
-            binds.arguments += ["--perms", "0755", "--dir", "/tmp"]     # read-only, below
-        else:
-            binds.add("--symlink", str(work / "tmp"), Path("/tmp"))
-        hidden = {Path(os.path.realpath(p)) for p in [*self.config.hide, *ALWAYS_HIDDEN,
-                                                         Path.home()] if Path(p).exists()}
-        mask_hidden(binds, sorted(hidden))
-        binds.arguments += ["--proc", "/proc", "--dev", "/dev"]
-        if self.config.gpu:
-            gpu_binds(binds)
-        binds.arguments += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", str(work),
-                            *_unshare_flags()]
-        if self.drop_to:
-            binds.arguments += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-        return binds.arguments, python
+        return bwrap_options(self.config, self.base, self.drop_to)
 
     def _command(self, fd_in: int, fd_out: int, arguments_fd: int, python: Path) -> list[str]:
-        """The command the keeper runs. In bwrap, its options come through `arguments_fd`, so that
-        bwrap's own command line (visible inside as /proc/1/cmdline) names no host path."""
-        if self.mode != "bwrap":
-            return self._worker(Path(sys.executable), self.lib, fd_in, fd_out)
-        command = ["bwrap", "--args", str(arguments_fd), "--"]
-        if self.drop_to:
-            uid, gid = self.drop_to
-            command += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
-                        "--inh-caps=-all", "--bounding-set=-all"]
-        if self._nproc_inside():
-            command += [str(python), "-I", "-S", "-c", NPROC_TRAMPOLINE,
-                        str(self.config.processes)]
-        return command + self._worker(python, INSIDE_LIB, fd_in, fd_out)
-
-    def _nproc_inside(self) -> bool:
-        """Whether RLIMIT_NPROC must be set inside bubblewrap's user namespace (no pids cgroup,
-        not root)."""
-        return self.mode == "bwrap" and os.geteuid() != 0 and not self._pids_counted()
+        """The command the keeper runs (plan.command)."""
+        return command(dataclasses.replace(self._plan(), python=python), fd_in, fd_out,
+                       arguments_fd)
 
     def _pids_counted(self) -> bool:
         return self.cgroup is not None and self.cgroup.pids is not None
 
     def _environment(self) -> dict[str, str]:
-        threads = str(self.config.threads)
-        in_venv = sys.prefix != sys.base_prefix
-        python_bin = (INSIDE_PYTHON / "bin" if self.mode == "bwrap" and in_venv
-                      else Path(sys.executable).parent)
-        environment = {"PATH": f"{python_bin}:/usr/local/bin:/usr/bin:/bin",
-                       "HOME": str(self.work_inside), "TMPDIR": str(self.work_inside / "tmp"),
-                       "LANG": "C.UTF-8", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": threads,
-                       "MKL_NUM_THREADS": threads, "PYTHONHASHSEED": "0",
-                       "PYTHONDONTWRITEBYTECODE": "1",
-                       **kernel_environment(self.config.cpu_kernels)}
-        if not self.config.gpu:
-            environment["CUDA_VISIBLE_DEVICES"] = ""      # and bwrap shows no GPU device
-        elif "CUDA_VISIBLE_DEVICES" in os.environ:
-            environment["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
-        return environment
+        return environment(self.config, self.mode, self.base,
+                           kernel_environment(self.config.cpu_kernels))
 
     def _rlimits(self) -> dict[str, tuple[int, int]]:
-        """The student's process's resource limits. The address space is only a backstop against
-        one huge allocation (the cgroup or the watchdog limit real memory): what the interpreter
-        maps to import torch, measured on this machine, plus twice the memory limit. None with a
-        GPU, whose driver reserves far more address space than it uses."""
-        disk = self.config.disk_mb << 20
+        """The student's process's resource limits (plan.rlimits)."""
         # the grader's own memory limit (RLIMIT_DATA, where no cgroup holds it) is not theirs
-        data = resource.getrlimit(resource.RLIMIT_DATA)[1]
-        found = {"RLIMIT_CORE": (0, 0), "RLIMIT_FSIZE": (disk, disk),
-                 "RLIMIT_NOFILE": (OPEN_FILES, OPEN_FILES), "RLIMIT_DATA": (data, data)}
-        footprint = measure.interpreter_footprint_kb(self.drop_to if self.mode == "process"
-                                                     else None)
-        if footprint and not self.config.gpu:
-            space = (footprint << 10) + ((2 * self.config.memory_mb + 1024) << 20)
-            found["RLIMIT_AS"] = (space, space)
-        if self.mode == "process" and not self._pids_counted() and self.drop_to and \
-                self.drop_to[0] != os.geteuid():
-            # No PID namespace to kill a fork bomb at once: the kernel must stop it. It counts
-            # every process of the sandbox user, so graders running side by side share it.
-            found["RLIMIT_NPROC"] = (self.config.processes, self.config.processes)
-        return found
+        return rlimits(self.config, self.mode, self.drop_to, self._pids_counted(),
+                       self._footprint_kb(), resource.getrlimit(resource.RLIMIT_DATA)[1])
 
     def start(self) -> tuple[int, int]:
-        """Start the keeper, which starts the student's process; nothing when grading refused."""
+        """Start the student's process (as the launcher does); nothing when grading refused."""
         if self.refusal:
             return -1, -1
-        self.cgroup = Cgroup.create(self.config.limits, self.config.cgroup_parents)
-        to_child_r, to_child_w = os.pipe()
-        from_child_r, from_child_w = os.pipe()
-        spec = self._keeper_spec(to_child_r, from_child_w)
-        self.process = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(self.base / "keeper.py")], pass_fds=spec["fds"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            cwd=self.base, env=self._environment(), start_new_session=True,
-            preexec_fn=_die_with_grader)
-        for fd in spec["fds"]:
-            os.close(fd)
-        try:
-            self.process.stdin.write(json.dumps(spec).encode())
-            self.process.stdin.close()
-        except BrokenPipeError:              # the keeper could not start: the session says so
-            pass
-        self.fd_in, self.fd_out = to_child_w, from_child_r
+        self.process, self.fd_in, self.fd_out = self.launcher.start(self)
         self._begin_watching()
-        return to_child_w, from_child_r
+        return self.fd_in, self.fd_out
+
+    def start_afresh(self) -> None:
+        """From now on a fresh sandbox (Fresh), with folders of its own (a zygote could not
+        serve)."""
+        self.launcher = Fresh()
+        self.base = Path(tempfile.mkdtemp(prefix="tfgrade-", dir=sandbox_folder(self.config)))
+        self.work, self.lib = self.base / "work", self.base / "lib"
+        self.launcher.prepare(self)
 
     def _begin_watching(self) -> None:
         """Collect the student's output and watch its limits, once its process is started."""
@@ -320,25 +296,6 @@ class Sandbox:
         """Whether the student's code may make AF_UNIX sockets: where a cgroup counts what their
         buffers hold (seccomp.py)."""
         return self.cgroup is not None and self.cgroup.memory is not None
-
-    def _keeper_spec(self, fd_in: int, fd_out: int) -> dict:
-        """What the keeper is told: the command, its folder, limits, user and cgroup, and the file
-        descriptors it hands on (the channel's ends; bwrap's options)."""
-        passed, arguments_fd, python = [fd_in, fd_out], -1, Path(sys.executable)
-        calls = student_filter(self._unix_sockets())
-        if self.mode == "bwrap":
-            arguments, python = self._bwrap_arguments()
-            seccomp_fd = _memory_file(calls)
-            arguments += ["--seccomp", str(seccomp_fd)]
-            arguments_fd = _memory_file(b"".join(a.encode() + b"\0" for a in arguments))
-            passed += [arguments_fd, seccomp_fd]
-        return {"command": self._command(fd_in, fd_out, arguments_fd, python),
-                "cwd": str(self.work), "base": str(self.base), "rlimits": self._rlimits(),
-                "grader": os.getpid(),
-                "user": self.drop_to if self.mode == "process" else None, "fds": passed,
-                "seccomp": calls.hex() if self.mode == "process" else "",
-                "cgroup_procs": self.cgroup.procs_files if self.cgroup else [],
-                "cgroup_folders": [str(f) for f in self.cgroup.folders] if self.cgroup else []}
 
     # -- watching -----------------------------------------------------------------------------
     def _drain(self):
@@ -475,27 +432,14 @@ class Sandbox:
             if not self._members():
                 break
         self._stop.set()
+        self.launcher.killed(self)
 
     def _kill_targets(self) -> list[int]:
-        """Whom one round of `kill` signals: the student's processes, and the keeper."""
-        return [*self._members(), self.process.pid]
+        return self.launcher.kill_targets(self)
 
     def _orphans(self, table: dict[int, int] | None = None) -> list[int]:
-        """Processes that escaped to us as their subreaper (when the keeper itself was killed).
-
-        The grader process that owns a sandbox has no other children, so any child but the
-        sandbox's keeper (or the keeper of a zygote this process holds: NOT_ORPHANS) is something
-        the student left behind.
-        """
-        table = _process_table() if table is None else table
-        me = os.getpid()
-        known = ({self.process.pid} if self.process else set()) | NOT_ORPHANS
-        found = []
-        for pid, parent in table.items():
-            if parent == me and pid not in known:
-                found.append(pid)
-                found += descendants(pid, table)
-        return found
+        """Processes that escaped to us (launcher.orphans)."""
+        return self.launcher.orphans(self, _process_table() if table is None else table)
 
     def close(self):
         self.kill()
@@ -512,6 +456,42 @@ class Sandbox:
             # what the student left in /tmp, /var/tmp and /dev/shm goes before the next student
             # (one at a time in this mode: runner.refuse_side_by_side)
             measure.remove_leftovers(self.drop_to[0])
+        self.launcher.closed(self)
+
+
+# -- the fresh start of a plan --------------------------------------------------------------------
+def _keeper_spec(plan: LaunchPlan, fd_in: int, fd_out: int) -> dict:
+    """What the keeper is told (plan.keeper_spec), and the file descriptors it hands on: the
+    channel's ends; in bwrap, its options and filter, each in a file of its own."""
+    passed, arguments_fd = [fd_in, fd_out], -1
+    if plan.mode == "bwrap":
+        seccomp_fd = _memory_file(plan.seccomp)
+        arguments = [*plan.bwrap, "--seccomp", str(seccomp_fd)]
+        arguments_fd = _memory_file(b"".join(a.encode() + b"\0" for a in arguments))
+        passed += [arguments_fd, seccomp_fd]
+    return keeper_spec(plan, fd_in, fd_out, arguments_fd, passed)
+
+
+def start_keeper(plan: LaunchPlan, fd_in: int, fd_out: int, stdout,
+                 not_orphan: bool = False) -> subprocess.Popen:
+    """Start `plan` afresh: its keeper (keeper.py), which starts the plan's process and hands it
+    `fd_in` and `fd_out` (closed here once handed on); its output goes to `stdout`. `not_orphan`:
+    the keeper is one of NOT_ORPHANS from its start (a zygote's)."""
+    spec = _keeper_spec(plan, fd_in, fd_out)
+    process = subprocess.Popen(
+        [sys.executable, "-I", "-S", str(plan.base / "keeper.py")], pass_fds=spec["fds"],
+        stdin=subprocess.PIPE, stdout=stdout, stderr=subprocess.STDOUT, cwd=plan.base,
+        env=plan.environment, start_new_session=True, preexec_fn=_die_with_grader)
+    if not_orphan:
+        NOT_ORPHANS.add(process.pid)            # for this process's own sandboxes, if any
+    for fd in spec["fds"]:
+        os.close(fd)
+    try:
+        process.stdin.write(json.dumps(spec).encode())
+        process.stdin.close()
+    except BrokenPipeError:              # the keeper could not start: the session says so
+        pass
+    return process
 
 
 def _memory_file(data: bytes) -> int:
