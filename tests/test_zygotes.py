@@ -88,3 +88,22 @@ def test_a_pool_lends_each_grading_side_by_side_its_own_zygotes(monkeypatch):
         assert again in (first, second)                  # given back, lent again: no third
     pool.close()
     assert sorted(map(id, closed)) == sorted(map(id, (first, second)))
+
+
+def test_a_caller_that_owns_no_zygote_shares_its_threads(hosts, tmp_path):
+    """nbgrader's autograde grades a class one notebook after another, owning no zygote: its
+    gradings share the thread's (one zygote start, not one per notebook); another thread has its
+    own."""
+    import threading
+
+    course = a_course(tmp_path)
+    mine = forked.of_this_thread()
+    assert forked.of_this_thread() is mine
+    first = mine.for_course(course, 1)
+    assert forked.of_this_thread().for_course(course, 1) is first and len(hosts) == 1
+    theirs = []
+    thread = threading.Thread(target=lambda: theirs.append(forked.of_this_thread()))
+    thread.start()
+    thread.join()
+    assert theirs[0] is not mine
+    mine.close()

@@ -219,11 +219,10 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
     """Run the trusted grader in a child process; whatever it does, come back with a report.
     `within`: the instructor's folder the submission was found in (default: the one above it).
     `zygotes`: the calling thread's zygote (sandbox/forked.py), which forks the students'
-    processes with torch imported; None: one for this grading alone, closed after it."""
+    processes with torch imported; None: this thread's own (forked.of_this_thread), for a
+    caller that owns none."""
     if zygotes is None:
-        with forked.Zygotes() as own:
-            return grade_in_child(course, submission, assignment, threads, skip, hide, within,
-                                  own)
+        zygotes = forked.of_this_thread()
     with tempfile.TemporaryDirectory(prefix="tfreport-", ignore_cleanup_errors=True) as scratch, \
             tempfile.TemporaryDirectory(prefix="tfgrade-", ignore_cleanup_errors=True) as sandboxes:
         os.chmod(sandboxes, 0o711)           # the sandbox user must reach its folder inside

@@ -22,6 +22,7 @@ TFCOURSE_STUDENT_FORKS=0 turns it off: a fresh sandboxed interpreter for every s
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import hashlib
@@ -232,6 +233,22 @@ class Zygotes:
         if self.host is not None:
             self.host.close()
         self.host, self.wanted, self.starts = None, None, 0
+
+
+_THREADS = threading.local()
+
+
+def of_this_thread() -> Zygotes:
+    """The zygote of a thread whose caller owns none (nbgrader's autograde, which grades a class
+    one notebook after another in its main thread; Gradescope; a test): one for the thread's
+    life, so that its gradings share it as a runner's do. Its keeper ends with the thread; the
+    main thread's is closed at exit (its folders removed)."""
+    own = getattr(_THREADS, "zygotes", None)
+    if own is None:
+        own = _THREADS.zygotes = Zygotes()
+        if threading.current_thread() is threading.main_thread():
+            atexit.register(own.close)
+    return own
 
 
 class ZygotePool:
