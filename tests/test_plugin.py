@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -171,6 +172,33 @@ def test_a_sandbox_that_does_not_come_up_is_tried_again_then_fails_the_grading(
     else:
         assert "the student's process could not be started" in report.error
         assert "no answer within 60 s" in report.error
+
+
+@pytest.mark.parametrize("cells_ran", [False, True])
+def test_a_worker_that_does_not_come_up_is_the_machines_trouble_only_before_student_code(
+        monkeypatch, cells_ran):
+    """A worker silent at its start is NotStarted (tried again, then the grading fails) while no
+    cell of the student has run; after one has (and ended its process), what it left behind may
+    be the cause, so the new process's silence is scored as the process ending, as before."""
+    import types
+
+    from tfcourse.sandbox import session as sessions
+    from tfcourse.sandbox.session import NotStarted, ProcessEnded, StudentSession, TimedOut
+
+    fake = types.SimpleNamespace(start=lambda: (-1, -1), warning="", refusal=None, output=b"",
+                                 close=lambda: None, kill=lambda: None, peak_rss_kb=0,
+                                 output_dropped=0)
+    monkeypatch.setattr(sessions, "open_sandbox", lambda config: fake)
+
+    def silent(session, op, timeout, **args):
+        raise TimedOut(timeout)
+    monkeypatch.setattr(StudentSession, "_request", silent)
+    session = StudentSession([], types.SimpleNamespace(threads=1), [], 20, time.monotonic() + 60)
+    if cells_ran:
+        session.outcomes.append(object())
+    with pytest.raises(ProcessEnded) as raised:
+        session._spawn()
+    assert isinstance(raised.value, NotStarted) is not cells_ran
 
 
 def test_a_sandbox_refused_by_the_course_still_scores_0_with_its_reason(course, tmp_path,

@@ -124,9 +124,15 @@ class StudentSession:
                           forbidden=self.forbidden)
         except ProcessEnded as error:        # the sandbox itself did not come up: say why
             said = self._sandbox.output.decode("utf-8", "replace").strip().splitlines()
-            raise NotStarted(f"{error.description}: {said[-1] if said else 'no output'}")
+            raise self._not_started(f"{error.description}: {said[-1] if said else 'no output'}")
         except TimedOut as error:
-            raise NotStarted(f"the sandbox's worker gave no answer to its start ({error})")
+            raise self._not_started(f"the sandbox's worker gave no answer to its start ({error})")
+
+    def _not_started(self, description: str) -> ProcessEnded:
+        """NotStarted while no student code has run in this session: the machine's trouble. Once a
+        cell has run (and ended its process), a new process that does not come up may be the
+        student's doing (what the last one left behind): scored as the process ending."""
+        return ProcessEnded(description) if self.outcomes else NotStarted(description)
 
     def _load_cells(self) -> str | None:
         """Run the cells; return the label of a cell that ended the process, if one did."""
