@@ -125,15 +125,12 @@ def run(command: list, environment: dict, cwd: Path) -> str:
     return done.stdout + done.stderr
 
 
-@pytest.fixture
-def lab(tmp_path):
-    """A student's JupyterLab on the student's folder: (base url, token). Stopped afterwards."""
+@pytest.fixture(scope="module")
+def student_config(tmp_path_factory) -> Path:
+    """The Jupyter configuration the guide's commands give the students' servers, made once for
+    the module (five `jupyter labextension` commands, 5.5 CPU s each): each lab copies it."""
     browser_or_skip()
-    folder = tmp_path / "student"
-    shutil.copytree(ROOT / "release" / "01-attention", folder)
-    shutil.copy(ROOT / "solutions" / "01-attention" / "attention.ipynb", folder / "solved.ipynb")
-    home = tmp_path / "home"                # settings, workspaces and runtime files of this run
-    home.mkdir()
+    home = tmp_path_factory.mktemp("student-config")
     config = home / "config"
     environment = clean_environment(home, JUPYTER_CONFIG_DIR=str(config),
                                     JUPYTER_RUNTIME_DIR=str(home / "runtime"))
@@ -147,6 +144,21 @@ def lab(tmp_path):
     # list yet (jupyter_server 2): the same setting, written as that command would write it.
     (config / "jupyter_server_config.json").write_text(json.dumps(
         {"ServerApp": {"jpserver_extensions": {name: False for name in HIDDEN_SERVER_EXTENSIONS}}}))
+    return config
+
+
+@pytest.fixture
+def lab(tmp_path, student_config):
+    """A student's JupyterLab on the student's folder: (base url, token). Stopped afterwards."""
+    browser_or_skip()
+    folder = tmp_path / "student"
+    shutil.copytree(ROOT / "release" / "01-attention", folder)
+    shutil.copy(ROOT / "solutions" / "01-attention" / "attention.ipynb", folder / "solved.ipynb")
+    home = tmp_path / "home"                # settings, workspaces and runtime files of this run
+    home.mkdir()
+    shutil.copytree(student_config, home / "config")
+    environment = clean_environment(home, JUPYTER_CONFIG_DIR=str(home / "config"),
+                                    JUPYTER_RUNTIME_DIR=str(home / "runtime"))
     with jupyter_lab(tmp_path / "jupyter.log", folder, environment,
                      f"--ServerApp.root_dir={folder}",
                      f"--LabApp.workspaces_dir={home / 'workspaces'}",
