@@ -27,3 +27,17 @@ def test_imports_inside_functions_count(tmp_path):
     edges = imports.graph()
     assert "tfcourse.batch.runner" in edges["tfcourse.cli"]           # imported in cmd_grade
     assert "tfcourse.batch.cluster" in edges["tfcourse.batch.runner"]  # imported in grade_many
+
+
+def test_the_batch_runner_imports_no_torch():
+    """`tfcourse grade` prints its first line once the runner is imported: torch (2 s or more) is
+    for the graders and the students' processes, not for the command that starts them. (Reading a
+    notebook's cells took it in through sandbox.session's channel.)"""
+    import subprocess
+    import sys
+
+    probe = ("import sys, tfcourse.batch.runner, tfcourse.submission.failures; "
+             "print(sorted(m for m in ('torch', 'nbformat', 'nbconvert') if m in sys.modules))")
+    said = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120, check=True).stdout
+    assert said.strip() == "[]"

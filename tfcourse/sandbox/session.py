@@ -13,15 +13,9 @@ import time
 from dataclasses import dataclass, field
 
 from . import channel
+from .cell import Cell  # noqa: F401 (the session runs Cells; callers import it from here)
 from .forked import open_sandbox
 from .launch import Sandbox, SandboxConfig
-
-@dataclass
-class Cell:
-    """One piece of code to run in the student's process."""
-    label: str          # what a student recognises: a grade id, or its position ("7": cell 7)
-    source: str
-    from_student: bool = True
 
 
 @dataclass

@@ -16,7 +16,7 @@ from pathlib import Path
 from tfcourse import notebook
 from tfcourse.source import SourceNotebook, source_notebook
 
-from ..sandbox.session import Cell
+from ..sandbox.cell import Cell
 from .files import NotebookFile, Refused, read_inside
 from .report import Note
 
