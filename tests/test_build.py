@@ -155,10 +155,11 @@ def test_the_spanish_edition_is_spanish_and_leaves_the_english_release_as_it_was
     code = "\n".join(notebook.text(c) for c in nb.cells if notebook.is_solution(c))
     assert "La tabla sinusoidal [T, d_model]" in code and "The sinusoidal table" not in code
 # -- points: one command writes them everywhere, and grading refuses a stale gradebook ----------
-def _course_copy(tmp_path):
+def _course_copy(tmp_path, *leave_out: str):
+    """The course folder, without the venv, git, gradings and gradebooks, nor `leave_out`."""
     copy = tmp_path / "course"
     shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".venv", ".git", "graded",
-                                                              "__pycache__", "*.db"))
+                                                              "__pycache__", "*.db", *leave_out))
     return copy
 
 
@@ -272,10 +273,7 @@ def test_the_table_says_ignored_once():
 
 
 def _course_with_a_gradebook(tmp_path):
-    copy = tmp_path / "course"
-    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(
-        ".venv", ".git", "graded", "__pycache__", "*.db", "release", "solutions", "docs", "bench",
-        "tests"))
+    copy = _course_copy(tmp_path, "release", "solutions", "docs", "bench", "tests")
     (copy / "gradebook.db").write_bytes(b"")
     return copy
 
