@@ -55,6 +55,10 @@ def machine_has_cgroups() -> bool:
     return made is not None
 
 
+# Cgroup.create where this machine lets us make none
+NO_CGROUP = classmethod(lambda cls, limits, parents=None: None)
+
+
 @pytest.fixture(params=["cgroup", "watchdog"])
 def counted_by(request, monkeypatch):
     """Each limit twice: kept by a cgroup (where the machine lets us make one), and by the
@@ -66,7 +70,7 @@ def counted_by(request, monkeypatch):
         pytest.skip("a student is forked only into a cgroup; without one it starts afresh "
                     "(test_without_a_cgroup_a_student_starts_afresh_with_no_socket)")
     if request.param == "watchdog":
-        monkeypatch.setattr(Cgroup, "create", classmethod(lambda cls, limits, parents=None: None))
+        monkeypatch.setattr(Cgroup, "create", NO_CGROUP)
     return request.param
 
 
@@ -749,7 +753,7 @@ def test_without_a_cgroup_a_student_starts_afresh_with_no_socket(mode, monkeypat
     if mode.get("forked"):
         config = SandboxConfig(**{**SMALL, "isolation": "bwrap"})
         with zygote_for_sandbox(config) as host:
-            monkeypatch.setattr(Cgroup, "create", classmethod(lambda cls, limits, parents=None: None))
+            monkeypatch.setattr(Cgroup, "create", NO_CGROUP)
             try:
                 session = run_cells(SOCKETS, FORKED_CHECK, zygote=host, isolation="bwrap")
                 assert forked._BROKEN == ["no cgroup can hold a forked student's memory"]
@@ -758,7 +762,7 @@ def test_without_a_cgroup_a_student_starts_afresh_with_no_socket(mode, monkeypat
         assert "zygote.py" not in next(o for o in session.outcomes
                                        if o.label == "2").error["message"]
     else:
-        monkeypatch.setattr(Cgroup, "create", classmethod(lambda cls, limits, parents=None: None))
+        monkeypatch.setattr(Cgroup, "create", NO_CGROUP)
         session = run_cells(SOCKETS, **mode)
     assert reported(session, "1") == {"socketpair": DENIED, "AF_UNIX": DENIED}
 

@@ -4,8 +4,9 @@
 Grades one submission and writes its report as JSON (atomically, readable by its owner only). Its
 job (job.py) says what to grade and how: the runner resolves it and writes it, with the
 submission's notebooks as found, which the grader matches without looking for them again; from
-the command line, the options make one, which lists none (the grader finds them then). The student's sandbox is started before the graders are imported, so
-that both interpreters load torch at the same time: a few seconds saved on every submission.
+the command line, the options make one, which lists none (the grader finds them then). The
+student's sandbox is started before the graders are imported, so that both interpreters load
+torch at the same time: a few seconds saved on every submission.
 Whatever goes wrong, a report is written, and it lists every check of the assignment when the
 assignment is known.
 
