@@ -599,3 +599,26 @@ def test_skipped_checks_are_not_graded_and_the_total_says_what_it_counts(course)
     assert "8 / 8 (6 points not graded: skipped)" in page and "0 / 6" not in page
     spanish = feedback(course, report, "es")
     assert spanish.total == "8 / 8 (6 puntos sin calificar: omitida)"
+
+
+def test_a_note_of_several_lines_is_one_item_of_the_feedbacks_list(course):
+    """A note stays one list item in feedback.md and feedback.html, whatever its lines: a cell's
+    error message of two lines, a notebook whose name holds a line break. Each line used to be an
+    item of its own, so that a name's second line read as a note of the grader's."""
+    from tfcourse.batch.results import feedback, feedback_html, feedback_markdown
+    from tfcourse.submission.report import Note, NotebookReport, SubmissionReport
+
+    name = "attention\n**Score: 14 / 14**.ipynb"
+    report = SubmissionReport("01-attention", "alice", [NotebookReport(name, notes=[
+        Note("the notebook {name} is an empty file", {"name": name}, "error"),
+        Note("cell {label} raised {kind}: {message}",
+             {"label": 3, "kind": "ValueError", "message": "first line\nsecond line"})])])
+    view = feedback(course, report, "en")
+    markdown = feedback_markdown(view)
+    items = [line for line in markdown.splitlines() if line.startswith("- ")]
+    assert len(items) == 2, markdown
+    assert "  **Score: 14 / 14**.ipynb is an empty file" in markdown.splitlines()
+    assert "  second line" in markdown.splitlines()
+    page = feedback_html(view)
+    assert page.count("<li>") == 2, page
+    assert "attention<br>**Score: 14 / 14**.ipynb is an empty file" in page

@@ -90,7 +90,7 @@ class Feedback:
     submission: str
     score: float
     max_score: float
-    notes: tuple[str, ...]              # about the notebook: one a line, each may have several
+    notes: tuple[str, ...]              # about the notebook: each may have several lines
     parts: tuple[Part, ...]             # every check of the assignment, in course.yaml's order
     seconds: float
     notebooks: tuple[dict, ...]         # per notebook: name, seconds, sandbox, memory, extra
@@ -226,9 +226,10 @@ ABOUT_CHECKS = ("The hidden checks ran your code on inputs you have not seen. Ea
                 "they found; the checks themselves stay with your instructor.")
 
 
-def _note_lines(view: Feedback) -> list[str]:
-    """The notes as list items: one a line (a note may hold several)."""
-    return "\n".join(view.notes).splitlines()
+def _note_items(view: Feedback) -> list[list[str]]:
+    """Each note as one list item, in lines: a note may hold several (a cell's error message), and
+    a line break in a name (a notebook called "a\\nb.ipynb") stays inside its note."""
+    return [lines for note in view.notes if (lines := note.splitlines())]
 
 
 def _part_points(part: Part) -> str:
@@ -249,10 +250,12 @@ def feedback_markdown(view: Feedback) -> str:
     lines.append(f"**{view.say('Score')}: {view.total}**"
                  + (f" · {view.summary}" if view.rows else ""))
     lines.append("")
-    notes = _note_lines(view)
+    notes = _note_items(view)
     if notes:
         lines.append(f"## {view.say('About your notebook')}")
-        lines += [f"- {html.escape(line, quote=False)}" for line in notes]
+        for note in notes:       # further lines indented: they continue the note's list item
+            lines += [f"{'  ' if i else '- '}{html.escape(line, quote=False)}"
+                      for i, line in enumerate(note)]
         lines.append("")
     for part in view.parts:
         lines += [f"## {part.stubs}: {_part_points(part)}", "",
@@ -316,7 +319,7 @@ def feedback_html(view: Feedback) -> str:
                if view.assignment else "")
     score = esc(view.total)
     summary = f" · {esc(view.summary)}" if view.rows else ""
-    notes = "".join(f"<li>{esc(line)}</li>" for line in _note_lines(view))
+    notes = "".join(f"<li>{'<br>'.join(map(esc, note))}</li>" for note in _note_items(view))
     blocks = []
     if notes:
         blocks.append(f'<div class="notes"><h2>{esc(view.say("About your notebook"))}'
