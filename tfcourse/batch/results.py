@@ -21,7 +21,7 @@ from pathlib import Path
 from tfcourse.course import Course, CourseError
 from tfcourse.i18n import message_kind, phrase, render
 
-from ..submission.report import FOLDERS, SubmissionReport, finite, folders_of, say, shown
+from ..submission.report import FOLDERS, SubmissionReport, finite, folders_of, say
 
 
 def _stubs(course: Course, assignment_id: str, group_id: str) -> str:
