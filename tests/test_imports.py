@@ -1,5 +1,7 @@
 """The engine's import graph (bench/imports.py): no module imports one that imports it back, not
-even inside a function, and no package of tfcourse imports one that imports it back."""
+even inside a function, and no package of tfcourse imports one that imports it back. And its
+sizes: no file of tfcourse/ over 600 lines, no function over 60 (issue 26's re-cut, kept)."""
+import ast
 import sys
 from pathlib import Path
 
@@ -41,3 +43,28 @@ def test_the_batch_runner_imports_no_torch():
     said = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=120, check=True).stdout
     assert said.strip() == "[]"
+
+
+FILE_LINES, FUNCTION_LINES = 600, 60
+
+
+def long_parts(package: Path) -> list[str]:
+    """The files of `package` over FILE_LINES lines and its functions over FUNCTION_LINES (from
+    `def` to the function's last line, its docstring included)."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > FILE_LINES:
+            found.append(f"{path.name}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > FUNCTION_LINES:
+                    found.append(f"{path.name}: {node.name} is {length} lines")
+    return found
+
+
+def test_no_file_or_function_of_the_engine_is_too_long(tmp_path):
+    assert long_parts(imports.PACKAGE) == []
+    (tmp_path / "long.py").write_text("def f():\n" + "    x = 1\n" * FUNCTION_LINES)
+    assert long_parts(tmp_path) == ["long.py: f is 61 lines"]
