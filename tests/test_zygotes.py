@@ -12,7 +12,7 @@ from tfcourse.sandbox import forked
 
 
 class Host:
-    """A stand-in for forked.ZygoteHost that starts nothing."""
+    """A stand-in for forked.Zygote that starts nothing."""
     made: list["Host"] = []
 
     def __init__(self, config):
@@ -34,7 +34,7 @@ class Host:
 @pytest.fixture
 def hosts(monkeypatch, tmp_path):
     Host.made = []
-    monkeypatch.setattr(forked, "ZygoteHost", Host)
+    monkeypatch.setattr(forked, "Zygote", Host)
     monkeypatch.setattr(forked, "enabled", lambda: True)
     monkeypatch.setattr(forked.SandboxConfig, "from_course",
                         classmethod(lambda cls, course, files, threads, hide: cls()))
@@ -71,7 +71,7 @@ def test_where_no_zygote_fits_the_machine_none_is_started_again(hosts, tmp_path,
             super().__init__(config)
             self.key = None
 
-    monkeypatch.setattr(forked, "ZygoteHost", Unfit)
+    monkeypatch.setattr(forked, "Zygote", Unfit)
     zygotes = forked.Zygotes()
     assert zygotes.for_course(a_course(tmp_path), 1) is None
     assert zygotes.for_course(a_course(tmp_path), 1) is None and len(hosts) == 1
