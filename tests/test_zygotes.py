@@ -107,3 +107,34 @@ def test_a_caller_that_owns_no_zygote_shares_its_threads(hosts, tmp_path):
     thread.join()
     assert theirs[0] is not mine
     mine.close()
+
+
+def test_a_thread_that_owns_nothing_has_its_own_warm_processes(hosts):
+    """nbgrader's autograde, Gradescope, a test: grade_in_child without an owner uses the thread's
+    zygote (forked.of_this_thread) and the thread's fork server; another thread has its own."""
+    import threading
+
+    from tfcourse.batch import child
+
+    mine = child.of_this_thread()
+    assert child.of_this_thread() is mine and mine.zygotes is forked.of_this_thread()
+    theirs = []
+    thread = threading.Thread(target=lambda: theirs.append(child.of_this_thread()))
+    thread.start()
+    thread.join()
+    assert theirs[0] is not mine and theirs[0].servers is not mine.servers
+
+
+def test_a_pool_of_warm_processes_ends_their_zygotes_and_fork_servers(monkeypatch):
+    """A runner's pool lends each grading a zygote and a fork server (child.Warm), and ends both
+    at the batch's end."""
+    from tfcourse.batch import child, forkserver
+
+    closed = []
+    monkeypatch.setattr(forkserver.ForkServers, "close", lambda self: closed.append(self))
+    monkeypatch.setattr(forked.Zygotes, "close", lambda self: closed.append(self))
+    pool = forked.ZygotePool(child.Warm)
+    with pool.lend() as warm:
+        assert isinstance(warm, child.Warm)
+    pool.close()
+    assert closed == [warm.zygotes, warm.servers]

@@ -1,14 +1,14 @@
 """Students' processes forked from a zygote that has imported torch once (zygote.py), where the
 machine allows it: grading as root, in bubblewrap, with one torch thread.
 
-- Each thread that starts graders holds one zygote (a `Zygotes`, made and closed by whoever owns
-  the thread: a job slot of the feedback service; a `ZygotePool` lends them to a runner's
-  workers): a `Zygote`, whose own sandbox (started by `AsZygote`) has the very allow-list,
-  interpreter and environment a student's process gets. For each job it asks whether the zygote fits the job's sandboxes
-  (`fitting`: their KEY is the zygote's, the same bwrap arguments but the work folder's files, so
-  the same paths hidden, the same interpreter, environment, harness, user and threads), and only
-  then hands its control socket to the grader (`--zygote-fd FD`, and the KEY in the grader's
-  job).
+- Each thread that starts graders holds one zygote (a `Zygotes`, made and closed by whoever owns the
+  thread: a job slot of the feedback service; a `ZygotePool` lends them to a runner's workers): a
+  `Zygote`, whose own sandbox (started by `AsZygote`) has the very allow-list, interpreter and
+  environment a student's process gets. For each job it asks whether the zygote fits the job's
+  sandboxes (`fitting`: their KEY is the zygote's, the same bwrap arguments but the work folder's
+  files, so the same paths hidden, the same interpreter, environment, harness, user and threads),
+  and only then hands its control socket to the grader (`--zygote-fd FD`, and the KEY in the
+  grader's job).
 - A grader's `open_sandbox` forks the student's process from the zygote its sandbox settings name
   (SandboxConfig.zygote: the `HandedZygote` its job was handed) as given (a sandbox started by
   `Forked`); with none, or once the zygote failed or is gone, it starts a fresh sandbox as before
@@ -262,11 +262,13 @@ def of_this_thread() -> Zygotes:
 class ZygotePool:
     """Zygotes for gradings that run side by side in threads that are not ours (a runner's
     ThreadPoolExecutor, a Dask worker's tasks): each grading borrows one for its time, so that no
-    two use one at once, and gives it back for the next; `close` ends them all."""
+    two use one at once, and gives it back for the next; `close` ends them all. `make`: what is
+    lent, a `Zygotes` or what holds one (batch/child.py's Warm, with a fork server)."""
 
-    def __init__(self):
-        self._free: queue.SimpleQueue[Zygotes] = queue.SimpleQueue()
-        self._all: list[Zygotes] = []
+    def __init__(self, make=Zygotes):
+        self._make = make
+        self._free: queue.SimpleQueue = queue.SimpleQueue()
+        self._all: list = []
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
@@ -274,7 +276,7 @@ class ZygotePool:
         try:
             zygotes = self._free.get_nowait()
         except queue.Empty:
-            zygotes = Zygotes()
+            zygotes = self._make()
             with self._lock:
                 self._all.append(zygotes)
         try:
