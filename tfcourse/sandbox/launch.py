@@ -260,7 +260,7 @@ class Sandbox:
         return self.cgroup is not None and self.cgroup.pids is not None
 
     def start(self) -> tuple[int, int]:
-        """Start the student's process (as the launcher does); nothing when grading refused."""
+        """Start its process (as the launcher does); nothing when grading refused."""
         if self.refusal:
             return -1, -1
         self.process, self.fd_in, self.fd_out = self.launcher.start(self)
