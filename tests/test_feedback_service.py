@@ -983,7 +983,7 @@ def test_checks_skipped_on_submit_reach_the_grader(course, tmp_path, monkeypatch
 
     asked = []
 
-    def grader(course, folder, assignment, threads, skip, hide, within=None, zygotes=None):
+    def grader(course, folder, assignment, threads, skip, hide, within=None, warm=None):
         asked.append(skip)
         return zero_report(course, assignment, folder.name, "wrong", skip=skip)
 
@@ -1010,7 +1010,7 @@ def test_each_job_slot_warms_its_zygote_and_fork_server_as_it_starts(course, tmp
     started = []
     monkeypatch.setattr(forked.Zygotes, "for_course", lambda self, course, threads: started.append(
         ("zygote", threading.current_thread().name)))
-    monkeypatch.setattr(forkserver, "warm", lambda cwd, env: started.append(
+    monkeypatch.setattr(forkserver.ForkServers, "warm", lambda self, cwd, env: started.append(
         ("fork server", threading.current_thread().name)))
     monkeypatch.setattr(forkserver, "enabled", lambda: True)
     feedback = Service(course, tmp_path / "exchange", tmp_path / "state", clock=Clock(),

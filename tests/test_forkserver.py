@@ -63,17 +63,20 @@ def test_a_graders_status_and_a_killed_grader(server):
 
 
 def test_a_dead_server_is_replaced():
-    forkserver._SERVERS.by_folder = {}
-    first = forkserver.spawn([], dict(os.environ), PROBE)      # the grader without arguments
-    first.communicate(timeout=120)
-    (server,) = forkserver._SERVERS.by_folder.values()
-    server.process.kill()
-    server.process.wait()
-    second = forkserver.spawn([], dict(os.environ), PROBE)
-    second.communicate(timeout=120)
-    (replaced,) = forkserver._SERVERS.by_folder.values()
-    assert replaced is not server
-    replaced.close()
+    servers = forkserver.ForkServers()                          # a thread's, as its owner holds
+    try:
+        first = servers.spawn([], dict(os.environ), PROBE)      # the grader without arguments
+        first.communicate(timeout=120)
+        (server,) = servers.by_folder.values()
+        server.process.kill()
+        server.process.wait()
+        second = servers.spawn([], dict(os.environ), PROBE)
+        second.communicate(timeout=120)
+        (replaced,) = servers.by_folder.values()
+        assert replaced is not server
+    finally:
+        servers.close()
+    assert servers.by_folder == {} and replaced.process.poll() is not None
 
 
 def test_a_large_request_and_a_runner_interrupted_halfway(server):

@@ -41,7 +41,7 @@ import yaml
 from conftest import ROOT, lost, make_submission, replace_in, scores, solution_cells, survivors
 
 from tfcourse.batch.runner import grade_many
-from tfcourse.sandbox import launch
+from tfcourse.sandbox import launch, plan
 from tfcourse.sandbox.launch import bwrap_works
 from tfcourse.course import load_course
 
@@ -612,7 +612,7 @@ def test_an_interpreter_under_tmp_is_shown_in_the_sandbox(monkeypatch, tmp_path)
     monkeypatch.setattr(sys, "executable", str(base / "bin" / "python3"))
     sandbox = launch.Sandbox(launch.SandboxConfig(isolation="bwrap", hide=[tmp_path / "course"]))
     try:
-        arguments, python = sandbox._bwrap_arguments()
+        arguments, python = plan.bwrap_options(sandbox.config, sandbox.base, sandbox.drop_to)
     finally:
         sandbox.close()
     flags = list(zip(arguments, arguments[1:], arguments[2:]))

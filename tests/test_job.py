@@ -12,7 +12,7 @@ import pytest
 
 from tfcourse.batch import child
 from tfcourse.course import load_course
-from tfcourse.sandbox import forked, launch
+from tfcourse.sandbox import forked
 from tfcourse.sandbox import limits as measure
 from tfcourse.sandbox.settings import SandboxConfig, bwrap_works
 from tfcourse.submission import failures, finding
@@ -199,13 +199,12 @@ def test_the_sandbox_reads_no_variable_of_the_runner(tmp_path, monkeypatch):
     try:
         sandbox = forked.open_sandbox(SandboxConfig(isolation="process"))
         try:
-            assert type(sandbox) is launch.Sandbox and sandbox.base.parent != tmp_path
+            assert not sandbox.forked and sandbox.base.parent != tmp_path
         finally:
             sandbox.close()
         assert measure._given_parent("", None) is None
         assert measure._given_parent("", {"": str(tmp_path)}) == tmp_path
     finally:
-        forked._CONTROLS.pop(theirs.fileno(), None)
         ours.close()
         theirs.close()
     engine = Path(child.__file__).parents[1]
@@ -218,12 +217,19 @@ def test_a_grader_forks_from_the_zygote_its_settings_name(tmp_path):
     """The grader uses the zygote it is handed as given (the runner checked that it fits)."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
+        zygote = forked.HandedZygote(theirs.fileno())
         sandbox = forked.open_sandbox(SandboxConfig(isolation="process", folder=tmp_path,
-                                                    zygote=theirs.fileno()))
-        assert isinstance(sandbox, forked.ForkedSandbox) and sandbox.forked
+                                                    zygote=zygote))
+        assert sandbox.forked and sandbox.launcher.zygote is zygote
         assert list(tmp_path.iterdir()) == []           # its files go to the zygote
+        zygote.failed("it is gone")                     # from now on: fresh sandboxes
+        again = forked.open_sandbox(SandboxConfig(isolation="process", folder=tmp_path,
+                                                  zygote=zygote))
+        assert not again.forked
+        again.close()
+        assert not forked.open_sandbox(SandboxConfig(isolation="process", folder=tmp_path,
+                                                     zygote=forked.HandedZygote(-1))).forked
     finally:
-        forked._CONTROLS.pop(theirs.fileno(), None)
         ours.close()
         theirs.close()
 
@@ -234,7 +240,7 @@ def test_the_runner_hands_its_zygote_only_to_the_sandboxes_it_fits(tmp_path):
     """A job's sandbox that would hide what the zygote shows (a folder under a tree it binds),
     or run more torch threads, gets no zygote: a fresh sandbox, as the grader once decided."""
     config = {"memory_mb": 768, "disk_mb": 64, "processes": 32, "isolation": "bwrap"}
-    host = forked.ZygoteHost(SandboxConfig(**config))          # its key; not started
+    host = forked.Zygote(SandboxConfig(**config))          # its key; not started
     try:
         assert host.key is not None
         assert forked.fitting(SandboxConfig(**config, folder=tmp_path), host) == host.key

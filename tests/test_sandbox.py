@@ -8,6 +8,7 @@ are skipped where the machine lacks them.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -23,7 +24,7 @@ import pytest
 
 from conftest import ROOT, survivors, zygote_for_sandbox
 
-from tfcourse.sandbox import binds, forked, launch, seccomp
+from tfcourse.sandbox import binds, launch, plan, seccomp
 from tfcourse.sandbox.forked import handed
 from tfcourse.sandbox import limits as measure
 from tfcourse.sandbox.launch import Sandbox, SandboxConfig, bwrap_works, choose_isolation
@@ -96,6 +97,7 @@ def run_cells(*sources: str, forked: bool = False, zygote=None, **config) -> Stu
     if forked:
         outcome = next(o for o in session.outcomes if o.label == "forked")
         assert "zygote.py" in outcome.error["message"], outcome
+        assert session.config.zygote.broken == []
     return session
 
 
@@ -403,8 +405,10 @@ def test_bwrap_is_told_its_binds_through_a_descriptor(monkeypatch):
     sandbox = Sandbox(SandboxConfig(isolation="bwrap", **SMALL))
     try:
         sandbox.mode, sandbox.drop_to = "bwrap", (65534, 65534)
-        command = sandbox._command(3, 4, 5, binds.INSIDE_PYTHON / "bin" / "python")
-        arguments, _ = sandbox._bwrap_arguments()
+        planned = sandbox._plan()
+        command = plan.command(dataclasses.replace(
+            planned, python=binds.INSIDE_PYTHON / "bin" / "python"), 3, 4, 5)
+        arguments = list(planned.bwrap)
     finally:
         sandbox.close()
     assert command[:4] == ["bwrap", "--args", "5", "--"]
@@ -430,13 +434,16 @@ def test_hidden_folders_inside_bound_trees_are_masked(tmp_path):
 def test_gpus_are_hidden_unless_asked_for():
     sandbox = Sandbox(SandboxConfig(**SMALL))
     try:
-        assert sandbox._environment()["CUDA_VISIBLE_DEVICES"] == ""
-        assert "nvidia" not in " ".join(sandbox._bwrap_arguments()[0])
+        def bwrap() -> list[str]:
+            return plan.bwrap_options(sandbox.config, sandbox.base, sandbox.drop_to)[0]
+
+        assert sandbox._plan().environment["CUDA_VISIBLE_DEVICES"] == ""
+        assert "nvidia" not in " ".join(bwrap())
         sandbox.config.gpu = True
-        assert sandbox._environment().get("CUDA_VISIBLE_DEVICES") == \
+        assert sandbox._plan().environment.get("CUDA_VISIBLE_DEVICES") == \
             os.environ.get("CUDA_VISIBLE_DEVICES")
-        assert "/sys" in sandbox._bwrap_arguments()[0]
-        assert "RLIMIT_AS" not in sandbox._rlimits()
+        assert "/sys" in bwrap()
+        assert "RLIMIT_AS" not in sandbox._plan().rlimits
     finally:
         sandbox.close()
 
@@ -455,9 +462,9 @@ def test_student_code_gets_avx2_kernels_where_the_cpu_has_them(monkeypatch):
     monkeypatch.setattr(launch, "cpu_flags", lambda: {"avx2", "fma"})
     sandbox = Sandbox(SandboxConfig(**SMALL))
     try:
-        assert sandbox._environment()["ATEN_CPU_CAPABILITY"] == "avx2"
+        assert sandbox._plan().environment["ATEN_CPU_CAPABILITY"] == "avx2"
         sandbox.config.cpu_kernels = "auto"
-        assert "ATEN_CPU_CAPABILITY" not in sandbox._environment()
+        assert "ATEN_CPU_CAPABILITY" not in sandbox._plan().environment
     finally:
         sandbox.close()
 
@@ -530,14 +537,17 @@ import json, sys, time
 sys.path.insert(0, {root!r})
 from tfcourse.process import set_subreaper
 from tfcourse.sandbox.session import StudentSession
+from tfcourse.sandbox.forked import HandedZygote
 from tfcourse.sandbox.launch import SandboxConfig
 from tfcourse.sandbox.session import Cell
 set_subreaper()
 config = {config!r}
 config.pop("forked", None)
 # as a grader's job says: where its sandboxes go, and the zygote of the test's, if any, that fits
+fd = {zygote!r}
+zygote = HandedZygote(fd) if fd is not None else None
 session = StudentSession([Cell("1", {cell!r})], SandboxConfig(**config, folder={folder!r},
-                                                              zygote={zygote!r}), [], 20,
+                                                              zygote=zygote), [], 20,
                          time.monotonic() + 120)
 session.start()
 cgroup = session._sandbox.cgroup
@@ -557,7 +567,8 @@ def test_nothing_outlives_a_grader_killed_by_sigkill(mode, tmp_path):
     sandboxes.mkdir(mode=0o711)
     plain = SandboxConfig(**{k: v for k, v in config.items() if k != "forked"})
     with zygote_for_sandbox(plain, "forked" in config) as zygote:
-        fd = handed(plain, zygote).zygote
+        given = handed(plain, zygote).zygote
+        fd = given.fd if given is not None else None
         assert (fd is not None) == ("forked" in config)
         script = GRADER.format(root=str(ROOT), cell=DAEMONS, config=config,
                                folder=str(sandboxes), zygote=fd)
@@ -611,7 +622,7 @@ def test_the_address_space_backstop_comes_from_the_measured_footprint(monkeypatc
     monkeypatch.setattr(measure, "interpreter_footprint_kb", lambda user=None: 3_000_000)
     sandbox = Sandbox(SandboxConfig(memory_mb=768))
     try:
-        space = sandbox._rlimits()["RLIMIT_AS"][0]
+        space = sandbox._plan().rlimits["RLIMIT_AS"][0]
     finally:
         sandbox.close()
     assert space == (3_000_000 << 10) + ((2 * 768 + 1024) << 20)
@@ -754,11 +765,9 @@ def test_without_a_cgroup_a_student_starts_afresh_with_no_socket(mode, monkeypat
         config = SandboxConfig(**{**SMALL, "isolation": "bwrap"})
         with zygote_for_sandbox(config) as host:
             monkeypatch.setattr(Cgroup, "create", NO_CGROUP)
-            try:
-                session = run_cells(SOCKETS, FORKED_CHECK, zygote=host, isolation="bwrap")
-                assert forked._BROKEN == ["no cgroup can hold a forked student's memory"]
-            finally:
-                forked._BROKEN.clear()          # or every later zygote test would fail
+            session = run_cells(SOCKETS, FORKED_CHECK, zygote=host, isolation="bwrap")
+            assert session.config.zygote.broken == [
+                "no cgroup can hold a forked student's memory"]
         assert "zygote.py" not in next(o for o in session.outcomes
                                        if o.label == "2").error["message"]
     else:

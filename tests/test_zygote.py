@@ -129,14 +129,14 @@ def test_a_killed_zygote_costs_nothing_but_time():
     """Students keep being graded when the zygote dies: a fresh sandbox each, as before."""
     with zygote_for_sandbox(SandboxConfig(**CONFIG)) as host:
         assert "zygote.py" in reported(run(host, FINDS))["init"]
-        for pid in [*host._members(), host.process.pid]:
+        for pid in [*host.sandbox._members(), host.sandbox.process.pid]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        host.process.wait(timeout=10)
-        seen = reported(run(host, "x = 1", FINDS))
+        host.sandbox.process.wait(timeout=10)
+        session = run(host, "x = 1", FINDS)
+        seen = reported(session)
         assert "zygote.py" not in seen["init"] and seen["pid"] == 2
-        assert len(forked._BROKEN) == 1
-        forked._BROKEN.clear()
+        assert len(session.config.zygote.broken) == 1
 
 
 def test_a_sandbox_unlike_the_zygote_is_started_afresh():
@@ -144,8 +144,9 @@ def test_a_sandbox_unlike_the_zygote_is_started_afresh():
     with zygote_for_sandbox(SandboxConfig(**CONFIG)) as host:
         assert forked.fitting(SandboxConfig(**CONFIG), host) == host.key
         assert forked.fitting(SandboxConfig(**CONFIG, threads=2), host) is None
-        assert "zygote.py" not in reported(run(host, FINDS, threads=2))["init"]
-        assert forked._BROKEN == []
+        session = run(host, FINDS, threads=2)
+        assert "zygote.py" not in reported(session)["init"]
+        assert session.config.zygote is None          # not handed on: nothing failed
 
 
 def test_the_zygote_holds_only_the_capabilities_it_needs():
@@ -158,7 +159,7 @@ def test_the_zygote_holds_only_the_capabilities_it_needs():
         wanted |= 1 << CAPABILITY_NUMBERS[name]
     with zygote_for_sandbox(SandboxConfig(**CONFIG)) as host:
         reported(run(host, FINDS))              # it is up and serving
-        zygotes = [pid for pid in descendants(host.process.pid)     # not its bwrap's two
+        zygotes = [pid for pid in descendants(host.sandbox.process.pid)     # not its bwrap's two
                    if open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0].endswith(b"python")]
         seen = [dict(line.split(":", 1) for line in open(f"/proc/{pid}/status").read()
                      .splitlines() if ":" in line) for pid in zygotes]

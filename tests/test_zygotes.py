@@ -12,7 +12,7 @@ from tfcourse.sandbox import forked
 
 
 class Host:
-    """A stand-in for forked.ZygoteHost that starts nothing."""
+    """A stand-in for forked.Zygote that starts nothing."""
     made: list["Host"] = []
 
     def __init__(self, config):
@@ -34,7 +34,7 @@ class Host:
 @pytest.fixture
 def hosts(monkeypatch, tmp_path):
     Host.made = []
-    monkeypatch.setattr(forked, "ZygoteHost", Host)
+    monkeypatch.setattr(forked, "Zygote", Host)
     monkeypatch.setattr(forked, "enabled", lambda: True)
     monkeypatch.setattr(forked.SandboxConfig, "from_course",
                         classmethod(lambda cls, course, files, threads, hide: cls()))
@@ -71,7 +71,7 @@ def test_where_no_zygote_fits_the_machine_none_is_started_again(hosts, tmp_path,
             super().__init__(config)
             self.key = None
 
-    monkeypatch.setattr(forked, "ZygoteHost", Unfit)
+    monkeypatch.setattr(forked, "Zygote", Unfit)
     zygotes = forked.Zygotes()
     assert zygotes.for_course(a_course(tmp_path), 1) is None
     assert zygotes.for_course(a_course(tmp_path), 1) is None and len(hosts) == 1
@@ -107,3 +107,34 @@ def test_a_caller_that_owns_no_zygote_shares_its_threads(hosts, tmp_path):
     thread.join()
     assert theirs[0] is not mine
     mine.close()
+
+
+def test_a_thread_that_owns_nothing_has_its_own_warm_processes(hosts):
+    """nbgrader's autograde, Gradescope, a test: grade_in_child without an owner uses the thread's
+    zygote (forked.of_this_thread) and the thread's fork server; another thread has its own."""
+    import threading
+
+    from tfcourse.batch import child
+
+    mine = child.of_this_thread()
+    assert child.of_this_thread() is mine and mine.zygotes is forked.of_this_thread()
+    theirs = []
+    thread = threading.Thread(target=lambda: theirs.append(child.of_this_thread()))
+    thread.start()
+    thread.join()
+    assert theirs[0] is not mine and theirs[0].servers is not mine.servers
+
+
+def test_a_pool_of_warm_processes_ends_their_zygotes_and_fork_servers(monkeypatch):
+    """A runner's pool lends each grading a zygote and a fork server (child.Warm), and ends both
+    at the batch's end."""
+    from tfcourse.batch import child, forkserver
+
+    closed = []
+    monkeypatch.setattr(forkserver.ForkServers, "close", lambda self: closed.append(self))
+    monkeypatch.setattr(forked.Zygotes, "close", lambda self: closed.append(self))
+    pool = forked.ZygotePool(child.Warm)
+    with pool.lend() as warm:
+        assert isinstance(warm, child.Warm)
+    pool.close()
+    assert closed == [warm.zygotes, warm.servers]

@@ -3,10 +3,12 @@ with its job, its cgroup and a time limit; whatever that process does, a report 
 
 The runner, the Dask workers (cluster.py), the feedback service and nbgrader's preprocessor all
 grade through `grade_in_child`. The runner resolves the submission's job once (submission/job.py)
-and hands it over as one file; the grader is forked from this thread's fork server where there is
-one (forkserver.py), else started as a fresh interpreter. Every grader running is in `GRADERS`,
-so that a runner told to stop (`graders_end_on_signals`) ends them all, and with them their
-students' processes. `grader_version` is what grading depends on besides the submission.
+and hands it over as one file; the grader is forked from its thread's fork server where there is
+one (forkserver.py), else started as a fresh interpreter. A thread's fork server and its zygote
+(which forks the students' processes) are its `Warm` processes, held by whoever owns the thread.
+Every grader running is in `GRADERS`, so that a runner told to stop (`graders_end_on_signals`)
+ends them all, and with them their students' processes. `grader_version` is what grading depends
+on besides the submission.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from tfcourse.course import Course, CourseError
 
 from ..process import PARENT_OPTION
 from ..sandbox import forked
+from . import forkserver
 from ..sandbox.limits import MEMORY, Cgroup, Limits, parents_of
 from ..submission.failures import job_failure_report
 from ..submission.files import Refused
@@ -101,18 +104,17 @@ class _Graders:
             self._running.add(process)
             return process
 
-    def fork(self, args: list[str], env: dict, cwd: Path, kept: dict[str, int] | None = None):
-        """A grader forked by this thread's fork server (forkserver.py), or None where there is
-        none (turned off, or it cannot start): then `start` runs a fresh interpreter. `kept`:
+    def fork(self, servers: forkserver.ForkServers, args: list[str], env: dict, cwd: Path,
+             kept: dict[str, int] | None = None):
+        """A grader forked by the thread's fork server (`servers`), or None where there is none
+        (turned off, or it cannot start): then `start` runs a fresh interpreter. `kept`:
         descriptors it inherits, each by the option of its command line that names it."""
-        from . import forkserver
-
         if not forkserver.enabled():
             return None
         if self.stopping:
             raise Interrupted(0)
         try:
-            process = forkserver.spawn(args, env, cwd, kept)
+            process = servers.spawn(args, env, cwd, kept)
         except Exception:                   # no server: a fresh interpreter grades instead
             return None
         with self._lock:
@@ -136,6 +138,41 @@ class _Graders:
 
 
 GRADERS = _Graders()
+
+
+class Warm:
+    """What a thread that starts graders keeps warm for them: its zygote (`zygotes`), which forks
+    the students' processes with torch imported (sandbox/forked.py), and its fork server
+    (`servers`), which forks the graders (forkserver.py). Made and closed by whoever owns the
+    thread: a job slot of the feedback service; a runner's or a Dask worker's pool
+    (forked.ZygotePool(Warm)) lends one to each grading side by side."""
+
+    def __init__(self, zygotes: forked.Zygotes | None = None):
+        self.zygotes = zygotes or forked.Zygotes()
+        self.servers = forkserver.ForkServers()
+
+    def __enter__(self) -> "Warm":
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.zygotes.close()
+        self.servers.close()
+
+
+_THREADS = threading.local()
+
+
+def of_this_thread() -> Warm:
+    """The warm processes of a thread whose caller owns none (nbgrader's autograde, Gradescope, a
+    test): its zygote (forked.of_this_thread) and a fork server, for the thread's life, so that
+    its gradings share them as a runner's do. Both end with the thread."""
+    own = getattr(_THREADS, "warm", None)
+    if own is None:
+        own = _THREADS.warm = Warm(forked.of_this_thread())
+    return own
 
 
 @contextlib.contextmanager
@@ -215,19 +252,17 @@ def make_job(course: Course, submission: Path, assignment: str | None, threads: 
 
 def grade_in_child(course: Course, submission: Path, assignment: str | None, threads: int,
                    skip: list[str], hide: list[Path], within: Path | None = None,
-                   zygotes: forked.Zygotes | None = None) -> SubmissionReport:
+                   warm: Warm | None = None) -> SubmissionReport:
     """Run the trusted grader in a child process; whatever it does, come back with a report.
     `within`: the instructor's folder the submission was found in (default: the one above it).
-    `zygotes`: the calling thread's zygote (sandbox/forked.py), which forks the students'
-    processes with torch imported; None: this thread's own (forked.of_this_thread), for a
-    caller that owns none."""
-    if zygotes is None:
-        zygotes = forked.of_this_thread()
+    `warm`: the calling thread's zygote and fork server; None: this thread's own
+    (`of_this_thread`), for a caller that owns none."""
+    warm = warm or of_this_thread()
     with tempfile.TemporaryDirectory(prefix="tfreport-", ignore_cleanup_errors=True) as scratch, \
             tempfile.TemporaryDirectory(prefix="tfgrade-", ignore_cleanup_errors=True) as sandboxes:
         os.chmod(sandboxes, 0o711)           # the sandbox user must reach its folder inside
         # The zygote, where this machine allows one: handed on where it fits the job.
-        zygote = zygotes.for_course(course, threads)
+        zygote = warm.zygotes.for_course(course, threads)
         held, parents, memory_mb = grader_cgroup(course)
         # The grader's sandboxes go in `sandboxes`, so that they are removed even when the grader
         # is killed before it can remove them itself.
@@ -238,7 +273,7 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
         job.write(Path(scratch) / "job.json")
         kept = {ZYGOTE_OPTION: zygote.control.fileno()} if job.zygote_key else {}
         try:
-            process = _start(course, Path(scratch) / "job.json", kept)
+            process = _start(course, Path(scratch) / "job.json", kept, warm.servers)
         except BaseException:
             if held is not None:
                 held.remove()
@@ -252,14 +287,15 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
     return job_failure_report(course, job, job.assignment, problem, Path(submission).name)
 
 
-def _start(course: Course, job: Path, kept: dict[str, int]):
-    """The grader of `job`: forked from this thread's fork server, else a fresh interpreter."""
+def _start(course: Course, job: Path, kept: dict[str, int], servers: forkserver.ForkServers):
+    """The grader of `job`: forked from the thread's fork server (`servers`), else a fresh
+    interpreter."""
     args = ["--job", str(job)]
     fresh = [*args, PARENT_OPTION, str(os.getpid())]
     for option, fd in kept.items():
         fresh += [option, str(fd)]
     environment = dict(os.environ)
-    return GRADERS.fork(args, environment, course.root, kept) or GRADERS.start(
+    return GRADERS.fork(servers, args, environment, course.root, kept) or GRADERS.start(
         [sys.executable, "-m", "tfcourse.submission", *fresh], cwd=course.root,
         env=environment, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         pass_fds=list(kept.values()))

@@ -43,15 +43,15 @@ from ..submission.files import (Refused, is_notebook_name, kind_inside, listing,
                                 split_submission)
 from ..submission.finding import find_notebooks
 from ..submission.report import SubmissionReport
-from .child import grade_in_child, grader_version, runtime_versions
+from .child import Warm, grade_in_child, grader_version, runtime_versions
 from .survey import printable
 
 COURSE_VARIABLE = "TFCOURSE_COURSE"        # on a worker: the course folder
 SPECIAL = {"link", "fifo", "socket", "device", "other"}      # entries that are never read
 MOST_LINKS = 64                            # a notebook with more names than this is sent as 64
-# The zygotes of this worker's gradings (sandbox/forked.py): its tasks run in Dask's threads, which
-# no code of ours owns, so each task borrows one; they end with the worker process.
-WORKER_ZYGOTES = ZygotePool()
+# The zygotes and fork servers of this worker's gradings (child.Warm): its tasks run in Dask's
+# threads, which no code of ours owns, so each task borrows them; they end with the worker process.
+WORKER_WARM = ZygotePool(Warm)
 BYTES_IN_FLIGHT = 1 << 30                  # notebooks' bytes sent and not graded yet, at most
 
 
@@ -251,10 +251,10 @@ def grade_task(payload: dict) -> str:
         packed = payload["submission"]
         try:
             submission, within = unpack(packed, Path(folder))
-            with WORKER_ZYGOTES.lend() as zygotes:
+            with WORKER_WARM.lend() as warm:
                 report = grade_in_child(course, submission, payload["assignment"],
                                         int(payload["threads"]), list(payload["skip"]),
-                                        [_scratch()], within, zygotes)
+                                        [_scratch()], within, warm)
         except Exception:               # never let one submission fail the task
             name = os.fsdecode(packed["parts"][-1]) if packed.get("parts") else "submission"
             report = failure_report(course, Path(folder, name), payload["assignment"],

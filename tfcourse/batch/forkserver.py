@@ -3,16 +3,16 @@ thread, and each submission's grader is a child forked from that pristine proces
 
 `python -m tfcourse.submission` spends about 2.3 of its 3.3 CPU seconds importing torch and pytest.
 Here a server process imports them once and then only forks: each request (the grader's command
-line, environment and folder) becomes a child that runs `tfcourse.submission.__main__.main`
-exactly as the command would, in a session of its own, its stderr on a pipe the runner gave. The
-server itself never grades, so nothing one grading does (a module's state, a cache, an open file) reaches the
-next: every child starts from the same imported-only process. Student code is not involved: it
+line, environment and folder) becomes a child that runs `tfcourse.submission.__main__.main` exactly
+as the command would, in a session of its own, its stderr on a pipe the runner gave. The server
+itself never grades, so nothing one grading does (a module's state, a cache, an open file) reaches
+the next: every child starts from the same imported-only process. Student code is not involved: it
 runs in the sandbox the child starts, a fresh process in fresh namespaces, as before.
 
-One server per runner thread (`spawn`; for the course folder of its last grading), so the
-protocol is one request at a time: send the request with the pipe's write end, read back the
-child's pid, then (after the child ended) its exit status. The server dies with the thread that
-started it (PR_SET_PDEATHSIG), and each child with the server. TFCOURSE_FORK_SERVER=0 turns it
+One server per thread that starts graders (`ForkServers`, for the course folder of its last
+grading), so the protocol is one request at a time: send the request with the pipe's write end, read
+back the child's pid, then (after the child ended) its exit status. The server dies with the thread
+that started it (PR_SET_PDEATHSIG), and each child with the server. TFCOURSE_FORK_SERVER=0 turns it
 off (a fresh interpreter for each grader, as before).
 """
 from __future__ import annotations
@@ -25,7 +25,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import traceback
 from pathlib import Path
@@ -289,50 +288,54 @@ class ForkServer:
             self.process.wait()
 
 
-_SERVERS = threading.local()
-
-
 def enabled() -> bool:
     return os.environ.get(SWITCH, "1") != "0"
 
 
-def _servers(cwd: Path, env: dict) -> tuple[dict, str]:
-    """This thread's servers, and the key of the one for `cwd` and `env` (the others closed)."""
-    servers = getattr(_SERVERS, "by_folder", None)
-    if servers is None:
-        servers = _SERVERS.by_folder = {}
-    # what torch and the interpreter read once, at import: a server for each setting of it
-    key = json.dumps([str(cwd)] + sorted((name, value) for name, value in env.items()
-                                         if name.startswith(IMPORT_TIME)))
-    for other in [k for k in servers if k != key]:  # one server a thread: each holds ~300 MB
-        servers.pop(other).close()
-    return servers, key
+class ForkServers:
+    """The fork server of one thread that starts graders: one at a time (each holds ~300 MB), for
+    the course folder and environment of its last grading, started on first use. Held, with the
+    thread's zygote, by whoever owns the thread (child.Warm); `close` ends it."""
 
+    def __init__(self):
+        self.by_folder: dict[str, ForkServer] = {}
 
-def warm(cwd: Path, env: dict) -> None:
-    """Start this thread's server for `cwd` and `env` now, before its first grader is wanted
-    (a service's job slot, as it starts)."""
-    servers, key = _servers(cwd, env)
-    if key not in servers or servers[key].process.poll() is not None:
-        servers[key] = ForkServer(Path(cwd), env)
+    def _key(self, cwd: Path, env: dict) -> str:
+        """The key of the server for `cwd` and `env` (the others closed)."""
+        # what torch and the interpreter read once, at import: a server for each setting of it
+        key = json.dumps([str(cwd)] + sorted((name, value) for name, value in env.items()
+                                             if name.startswith(IMPORT_TIME)))
+        for other in [k for k in self.by_folder if k != key]:
+            self.by_folder.pop(other).close()
+        return key
 
+    def warm(self, cwd: Path, env: dict) -> None:
+        """Start the server for `cwd` and `env` now, before its first grader is wanted (a
+        service's job slot, as it starts)."""
+        key = self._key(cwd, env)
+        if key not in self.by_folder or self.by_folder[key].process.poll() is not None:
+            self.by_folder[key] = ForkServer(Path(cwd), env)
 
-def spawn(args: list[str], env: dict, cwd: Path, kept: dict[str, int] | None = None
-          ) -> ForkedGrader:
-    """A grader for `args` (the command line of `python -m tfcourse.submission`), forked by this
-    thread's server for `cwd` (started on first use). Raises ServerGone when no server works."""
-    servers, key = _servers(cwd, env)
-    for attempt in range(2):                # a server that died is started again, once
-        server = servers.get(key)
-        if server is None or server.process.poll() is not None:
-            server = servers[key] = ForkServer(Path(cwd), env)
-        try:
-            return server.spawn(args, env, cwd, kept=kept)
-        except ServerGone:
-            servers.pop(key, None)
-            if attempt:
-                raise
-    raise ServerGone("unreachable")
+    def spawn(self, args: list[str], env: dict, cwd: Path, kept: dict[str, int] | None = None
+              ) -> ForkedGrader:
+        """A grader for `args` (the command line of `python -m tfcourse.submission`), forked by
+        the server for `cwd` (started on first use). Raises ServerGone when no server works."""
+        key = self._key(cwd, env)
+        for attempt in range(2):            # a server that died is started again, once
+            server = self.by_folder.get(key)
+            if server is None or server.process.poll() is not None:
+                server = self.by_folder[key] = ForkServer(Path(cwd), env)
+            try:
+                return server.spawn(args, env, cwd, kept=kept)
+            except ServerGone:
+                self.by_folder.pop(key, None)
+                if attempt:
+                    raise
+        raise ServerGone("unreachable")
+
+    def close(self) -> None:
+        while self.by_folder:
+            self.by_folder.popitem()[1].close()
 
 
 if __name__ == "__main__":

@@ -24,8 +24,8 @@ from ..process import hide_command_line  # noqa: F401 (the command's, here since
 from ..sandbox import forked
 from ..submission.failures import failure_report
 from ..submission.report import SubmissionReport
-from .child import (GRADERS, Interrupted, grade_in_child, grade_one,  # noqa: F401 (grade_one)
-                    grader_version, graders_end_on_signals, student_threads)
+from .child import (GRADERS, Interrupted, Warm, grade_in_child, grade_one,  # noqa: F401
+                    grader_version, graders_end_on_signals, student_threads)  # (grade_one)
 from .fingerprint import fingerprint, graded_as, previous_fingerprint
 from .results import private_folder, write_results
 from .survey import Found, Survey, expand, printable, survey  # noqa: F401 (expand: callers')
@@ -210,7 +210,7 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
                                                 batch.threads, batch.skip, batch.record),
                                outcomes, bar)
     finally:
-        batch.zygotes.close()                # so that no zygote and no folder of one outlives it
+        batch.warm.close()                   # so that no zygote and no folder of one outlives it
         if bar:
             bar.close()
     order = {item.name: index for index, item in enumerate(found.submissions)}
@@ -229,8 +229,9 @@ class _Batch:
     threads: int
     hide: list[Path]
     version: str
-    # The zygotes of the gradings side by side (sandbox/forked.py), closed at the batch's end
-    zygotes: forked.ZygotePool = field(default_factory=forked.ZygotePool)
+    # The zygotes and fork servers of the gradings side by side (child.Warm), closed at the
+    # batch's end
+    warm: forked.ZygotePool = field(default_factory=lambda: forked.ZygotePool(Warm))
 
     def plan(self, submissions: list[Found], force: bool, outcomes: Outcomes) -> list[tuple]:
         """The submissions to grade, each (item, folder, fingerprint, its assignment); those
@@ -269,9 +270,9 @@ class _Batch:
             return None
         started = time.monotonic()
         try:
-            with self.zygotes.lend() as zygotes:
+            with self.warm.lend() as warm:
                 report = grade_in_child(self.course, item.path, graded, self.threads,
-                                        list(self.skip), self.hide, item.within, zygotes)
+                                        list(self.skip), self.hide, item.within, warm)
         except Exception:                    # never let one submission stop the batch
             report = failure_report(self.course, item.path, graded, traceback.format_exc(),
                                     item.within)

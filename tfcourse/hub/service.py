@@ -30,8 +30,8 @@ from pathlib import Path
 from tfcourse.course import Course
 from tfcourse.batch import runner
 from tfcourse.batch.results import write_results
-from tfcourse.batch.child import grade_in_child, student_threads
-from tfcourse.sandbox.forked import Zygotes
+from tfcourse.batch import forkserver
+from tfcourse.batch.child import Warm, grade_in_child, student_threads
 from tfcourse.submission.failures import failure_report
 
 from . import page
@@ -383,11 +383,11 @@ class Service:
         return False
 
     def _work(self) -> None:
-        with Zygotes() as zygotes:              # this slot's zygote, ended as the slot ends
-            self._warm(zygotes)
+        with Warm() as warm:                    # this slot's zygote and fork server, ended as
+            self._warm(warm)                    # the slot ends
             while (record := self.next_turn()) is not None:
                 try:
-                    self.grade_one(record, zygotes)
+                    self.grade_one(record, warm)
                 except Exception:
                     log.error("%s: grading failed:\n%s", record.key, traceback.format_exc())
                 finally:
@@ -396,29 +396,27 @@ class Service:
                         self.started.pop(record.key, None)
                         self.turns.notify_all()
 
-    def _warm(self, zygotes: Zygotes) -> None:
+    def _warm(self, warm: Warm) -> None:
         """Start this job slot's zygote (its students' processes are forked from it) and fork
         server (its graders are), both at once, as the slot starts: not at its first grading,
         which would wait for them (25-30 s on a loaded machine, after each restart)."""
         if self.grade != self._grade_in_sandbox:
             return
-        from tfcourse.batch import forkserver
-
         try:
-            zygotes.for_course(self.course, student_threads(self.course))  # started, not awaited
+            warm.zygotes.for_course(self.course, student_threads(self.course))  # not awaited
             if forkserver.enabled():
-                forkserver.warm(self.course.root, dict(os.environ))
+                warm.servers.warm(self.course.root, dict(os.environ))
         except Exception:                       # the first grading starts them as it would have
             log.warning("a job slot could not warm up:\n%s", traceback.format_exc())
 
-    def grade_one(self, record: Record, zygotes: Zygotes | None = None) -> None:
+    def grade_one(self, record: Record, warm: Warm | None = None) -> None:
         """Grade `record` (taken by `next_turn`) and record its results. Results that cannot be
         written (a full disk) are kept, and the submission queued again, to be written later.
-        `zygotes`: the job slot's zygote (None: one for this grading alone)."""
+        `warm`: the job slot's zygote and fork server (None: the thread's own)."""
         started = self.clock()
         report, seconds = self.unwritten.pop(record.key, (None, 0.0))
         if report is None:
-            report = self._grade(record, zygotes)
+            report = self._grade(record, warm)
             if self.stopping.is_set():          # stopped while grading: graded after the restart
                 return
             report.submission = f"{record.student}, {page.when(record.received)}"
@@ -442,25 +440,25 @@ class Service:
         log.info("%s: %s / %s in %.1f s", done.key, results["score"], results["max_score"],
                  seconds)
 
-    def _grade(self, record: Record, zygotes: Zygotes | None):
+    def _grade(self, record: Record, warm: Warm | None):
         folder = self.ledger.snapshot_folder(record.key)
         try:
             if not folder.is_dir():             # queued, then stopped before it was copied
                 self._copy(record)
             folder.mkdir(mode=0o700, exist_ok=True)     # nothing could be copied: graded empty
             if self.grade == self._grade_in_sandbox:
-                return self._grade_in_sandbox(self.course, folder, record.assignment, zygotes)
+                return self._grade_in_sandbox(self.course, folder, record.assignment, warm)
             return self.grade(self.course, folder, record.assignment)
         except Exception:
             return failure_report(self.course, folder, record.assignment,
                                   traceback.format_exc())
 
     def _grade_in_sandbox(self, course: Course, folder: Path, assignment: str,
-                          zygotes: Zygotes | None = None):
+                          warm: Warm | None = None):
         snapshots = self.ledger.state / "snapshots"
         return grade_in_child(course, folder, assignment, student_threads(course), self.skip,
                               [self.ledger.state.resolve(), self.exchange.resolve()],
-                              within=snapshots, zygotes=zygotes)
+                              within=snapshots, warm=warm)
 
     def _grade_on_cluster(self, course: Course, folder: Path, assignment: str):
         return self.remote.grade(course, folder, assignment, self.ledger.state / "snapshots",

@@ -1,17 +1,18 @@
 """Students' processes forked from a zygote that has imported torch once (zygote.py), where the
 machine allows it: grading as root, in bubblewrap, with one torch thread.
 
-- Each thread that starts graders holds one zygote (a `Zygotes`, made and closed by whoever owns
-  the thread: a job slot of the feedback service; a `ZygotePool` lends them to a runner's
-  workers), started in bubblewrap with the very allow-list, interpreter and environment a
-  student's process gets. For each job it asks whether the zygote fits the job's sandboxes
-  (`fitting`: their KEY is the zygote's, the same bwrap arguments but the work folder's files, so
-  the same paths hidden, the same interpreter, environment, harness, user and threads), and only
-  then hands its control socket to the grader (`--zygote-fd FD`, and the KEY in the grader's
-  job).
+- Each thread that starts graders holds one zygote (a `Zygotes`, made and closed by whoever owns the
+  thread: a job slot of the feedback service; a `ZygotePool` lends them to a runner's workers): a
+  `Zygote`, whose own sandbox (started by `AsZygote`) has the very allow-list, interpreter and
+  environment a student's process gets. For each job it asks whether the zygote fits the job's
+  sandboxes (`fitting`: their KEY is the zygote's, the same bwrap arguments but the work folder's
+  files, so the same paths hidden, the same interpreter, environment, harness, user and threads),
+  and only then hands its control socket to the grader (`--zygote-fd FD`, and the KEY in the
+  grader's job).
 - A grader's `open_sandbox` forks the student's process from the zygote its sandbox settings name
-  (SandboxConfig.zygote) as given (a sandbox started by `Forked`); with none, or when the zygote
-  fails or is gone, it starts a fresh sandbox as before (launch.Fresh).
+  (SandboxConfig.zygote: the `HandedZygote` its job was handed) as given (a sandbox started by
+  `Forked`); with none, or once the zygote failed or is gone, it starts a fresh sandbox as before
+  (launch.Fresh).
 
 A forked student's process is watched and limited as any other (its own cgroup, the watchdog, the
 output cap): only how it starts differs, and the isolation is the same (docs/sandbox.md). Its pages
@@ -39,10 +40,10 @@ import threading
 import time
 from pathlib import Path
 
-from .launch import (NOT_ORPHANS, Sandbox, SandboxConfig, _memory_file, course_standins,
-                     start_keeper)
+from .launch import (NOT_ORPHANS, Fresh, Sandbox, SandboxConfig, _memory_file, choose_isolation,
+                     course_standins, kernel_environment, start_keeper)
 from .limits import Cgroup
-from .plan import bwrap_options, zygote_plan
+from .plan import bwrap_options, environment, zygote_plan
 
 SWITCH = "TFCOURSE_STUDENT_FORKS"
 # What the zygote may do inside bubblewrap: make each student's namespaces and mounts, drop to the
@@ -65,81 +66,89 @@ class ZygoteFailed(Exception):
     """No student's process could be forked: the grader starts a fresh one instead."""
 
 
-def fork_key(sandbox: Sandbox) -> str | None:
-    """What a student's process forked from a zygote shares with it, as a digest; None where a
-    zygote cannot be used (not bubblewrap as root with a sandbox user, a GPU, more than one torch
-    thread, a refusal)."""
-    if sandbox.mode != "bwrap" or os.geteuid() != 0 or sandbox.drop_to is None or \
-            sandbox.config.gpu or sandbox.refusal or sandbox.config.threads != 1:
+def fork_key(config: SandboxConfig) -> str | None:
+    """What a student's process forked from a zygote shares with it, as a digest of what sandboxes
+    made with `config` would be given (their folder named "<base>", their files left out); None
+    where a zygote cannot be used (not bubblewrap as root with a sandbox user, a GPU, more than one
+    torch thread, a refusal)."""
+    isolation = choose_isolation(config)
+    user = isolation.user
+    if isolation.mode != "bwrap" or os.geteuid() != 0 or user is None or config.gpu or \
+            isolation.refusal or config.threads != 1:
         return None          # (torch starts a thread at import with more: a fork keeps one)
-    arguments, python = bwrap_options(dataclasses.replace(sandbox.config, files={}), sandbox.base,
-                                      sandbox.drop_to)
-    text = json.dumps([arguments, str(python), sandbox._environment(), sandbox.drop_to,
-                       sorted(sandbox.config.harness.items()), sandbox.config.threads])
-    return hashlib.sha256(text.replace(str(sandbox.base), "<base>").encode()).hexdigest()[:32]
+    base = Path("<base>")
+    arguments, python = bwrap_options(dataclasses.replace(config, files={}), base, user)
+    shown = environment(config, isolation.mode, base, kernel_environment(config.cpu_kernels))
+    text = json.dumps([arguments, str(python), shown, user, sorted(config.harness.items()),
+                       config.threads])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-class _Unmade(Sandbox):
-    """A student's sandbox as its settings would make it, its folders named but not made: what
-    `fork_key` reads of it."""
-
-    def _prepare_folders(self):
-        os.rmdir(self.base)
-
-
-def fitting(config: SandboxConfig, host: "ZygoteHost | None") -> str | None:
-    """`host`'s key when the students' processes of sandboxes made with `config` may be forked
+def fitting(config: SandboxConfig, zygote: "Zygote | None") -> str | None:
+    """`zygote`'s key when the students' processes of sandboxes made with `config` may be forked
     from it (their fork key is its: the zygote shows them nothing their own sandbox would hide),
     else None. The runner asks it of each job, once; the grader forks as its job says."""
-    if host is None or host.key is None:
+    if zygote is None or zygote.key is None:
         return None
-    try:
-        return host.key if fork_key(_Unmade(config)) == host.key else None
-    except OSError:                             # no folder to name it in: a fresh one will say
-        return None
+    return zygote.key if fork_key(config) == zygote.key else None
 
 
-def handed(config: SandboxConfig, host: "ZygoteHost | None") -> SandboxConfig:
-    """`config`, naming `host`'s control socket when `host` fits it (`fitting`), as a grader's
+def handed(config: SandboxConfig, zygote: "Zygote | None") -> SandboxConfig:
+    """`config`, naming `zygote`'s control socket when `zygote` fits it (`fitting`), as a grader's
     settings name the zygote its job hands on; else (or before it started) `config` as it is."""
-    if host is None or host.control is None or fitting(config, host) is None:
+    if zygote is None or zygote.control is None or fitting(config, zygote) is None:
         return config
-    return dataclasses.replace(config, zygote=host.control.fileno())
+    return dataclasses.replace(config, zygote=HandedZygote(zygote.control.fileno()))
 
 
 # -- the runner's side: one zygote per grading thread ----------------------------------------------
-class ZygoteHost(Sandbox):
-    """The zygote's own sandbox: bubblewrap as for a student, with the zygote's capabilities, and
-    zygote.py in place of the worker. Started by the keeper (keeper.py), so that it and every
-    student's process forked from it end when the runner's thread does."""
+class AsZygote(Fresh):
+    """Starts a zygote's own sandbox: bubblewrap as for a student, with the zygote's capabilities
+    (plan.zygote_plan), and zygote.py in place of the worker, by the keeper (keeper.py), so that it
+    and every student's process forked from it end when the runner's thread does. Its filter
+    allows AF_UNIX sockets: its students, who inherit it, are forked into cgroups only. Nothing
+    watches it but its `Zygote`; the runner's other children are not its orphans."""
+    unix_sockets = True
+    watched = False
+
+    def prepare(self, sandbox: Sandbox) -> None:
+        super().prepare(sandbox)
+        here = Path(__file__).parent
+        (sandbox.lib / "zygote.py").write_bytes((here / "zygote.py").read_bytes())
+
+    def start(self, sandbox: Sandbox) -> tuple[subprocess.Popen, int, int]:
+        """The keeper, the zygote's control socket and the pipe on which it says it is ready."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ready_read, ready_write = os.pipe()
+        plan = zygote_plan(sandbox._plan(), ZYGOTE_CAPABILITIES)
+        with open(sandbox.base / "zygote.log", "wb") as log:
+            # (the keeper closes `theirs` here once it is handed on)
+            process = start_keeper(plan, theirs.detach(), ready_write, log, not_orphan=True)
+        return process, ours.detach(), ready_read
+
+    def orphans(self, sandbox: Sandbox, table: dict[int, int]) -> list[int]:
+        return []
+
+    def closed(self, sandbox: Sandbox) -> None:
+        if sandbox.process is not None:
+            NOT_ORPHANS.discard(sandbox.process.pid)
+
+
+class Zygote:
+    """A zygote for students' processes made with `config`: its sandbox (AsZygote), its `key`
+    (fork_key; None where this machine allows no zygote) and, once started, its control socket."""
 
     def __init__(self, config: SandboxConfig):
-        super().__init__(config)
-        self.key = fork_key(self)
+        self.sandbox = Sandbox(config, AsZygote())
+        self.key = fork_key(config)
         self.control: socket.socket | None = None
         self._ready_fd = -1
         self.refused: str | None = None
 
-    def _prepare_folders(self):
-        super()._prepare_folders()
-        here = Path(__file__).parent
-        (self.lib / "zygote.py").write_bytes((here / "zygote.py").read_bytes())
-
     def start(self) -> None:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        ready_read, ready_write = os.pipe()
-        plan = zygote_plan(self._plan(), ZYGOTE_CAPABILITIES)
-        with open(self.base / "zygote.log", "wb") as log:
-            # (the keeper closes `theirs` here once it is handed on)
-            self.process = start_keeper(plan, theirs.detach(), ready_write, log, not_orphan=True)
-        self.control, self._ready_fd = ours, ready_read
-        os.set_blocking(ready_read, False)
-
-    def _orphans(self, table=None) -> list[int]:
-        return []        # the runner's other children are not this zygote's
-
-    def _unix_sockets(self) -> bool:
-        return True      # its students, who inherit its filter, are forked into cgroups only
+        control, self._ready_fd = self.sandbox.start()
+        self.control = socket.socket(fileno=control)
+        os.set_blocking(self._ready_fd, False)
 
     def usable(self) -> bool:
         """Whether graders may still be sent to it: alive, and not refused at its start."""
@@ -153,7 +162,7 @@ class ZygoteHost(Sandbox):
                 self._ready_fd = -1
                 if said != b"ok":
                     self.refused = said.decode("utf-8", "replace") or "it ended at once"
-        return self.refused is None and self.alive()
+        return self.refused is None and self.sandbox.alive()
 
     def close(self) -> None:
         if self.control is not None:
@@ -162,15 +171,14 @@ class ZygoteHost(Sandbox):
         if self._ready_fd >= 0:
             os.close(self._ready_fd)
             self._ready_fd = -1
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)    # the keeper ends everything below it
+        process = self.sandbox.process
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)     # the keeper ends everything below it
             try:
-                self.process.wait(timeout=10)
+                process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
-        super().close()
-        if self.process is not None:
-            NOT_ORPHANS.discard(self.process.pid)
+        self.sandbox.close()
 
 
 STARTS = 2                                  # zygotes one Zygotes starts at most, for one course
@@ -184,7 +192,7 @@ class Zygotes:
 
     def __init__(self):
         self.wanted: str | None = None         # the course and settings it was started for
-        self.host: ZygoteHost | None = None
+        self.host: Zygote | None = None
         self.starts = 0                         # how many were started for `wanted`
 
     def __enter__(self) -> "Zygotes":
@@ -193,7 +201,7 @@ class Zygotes:
     def __exit__(self, *_) -> None:
         self.close()
 
-    def for_course(self, course, threads: int) -> ZygoteHost | None:
+    def for_course(self, course, threads: int) -> Zygote | None:
         """The zygote for `course` (started on first use, once more if it died), or None where
         none can be used: turned off, not grading as root in bubblewrap, or it failed."""
         if not enabled():
@@ -215,7 +223,7 @@ class Zygotes:
         self.starts += 1
         host = None
         try:
-            host = ZygoteHost(SandboxConfig.from_course(course, {}, threads, []))
+            host = Zygote(SandboxConfig.from_course(course, {}, threads, []))
             if host.key is None:                # this machine does not allow it
                 self.starts = STARTS
             else:
@@ -254,11 +262,13 @@ def of_this_thread() -> Zygotes:
 class ZygotePool:
     """Zygotes for gradings that run side by side in threads that are not ours (a runner's
     ThreadPoolExecutor, a Dask worker's tasks): each grading borrows one for its time, so that no
-    two use one at once, and gives it back for the next; `close` ends them all."""
+    two use one at once, and gives it back for the next; `close` ends them all. `make`: what is
+    lent, a `Zygotes` or what holds one (batch/child.py's Warm, with a fork server)."""
 
-    def __init__(self):
-        self._free: queue.SimpleQueue[Zygotes] = queue.SimpleQueue()
-        self._all: list[Zygotes] = []
+    def __init__(self, make=Zygotes):
+        self._make = make
+        self._free: queue.SimpleQueue = queue.SimpleQueue()
+        self._all: list = []
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
@@ -266,7 +276,7 @@ class ZygotePool:
         try:
             zygotes = self._free.get_nowait()
         except queue.Empty:
-            zygotes = Zygotes()
+            zygotes = self._make()
             with self._lock:
                 self._all.append(zygotes)
         try:
@@ -335,13 +345,15 @@ class ForkedProcess:
 
 
 class Forked:
-    """Starts a sandbox's plan by asking the zygote behind `control` to fork its process: no
-    folder (the files go to the zygote, in the request), a cgroup of its own; a fresh start
-    (launch.Fresh) when the zygote cannot make it."""
+    """Starts a sandbox's plan by asking the zygote a grader was handed (`zygote`) to fork its
+    process: no folder (the files go to the zygote, in the request), a cgroup of its own; a fresh
+    start (launch.Fresh) when the zygote cannot make it."""
     forked = True
+    unix_sockets: bool | None = None
+    watched = True
 
-    def __init__(self, control: socket.socket):
-        self.control = control
+    def __init__(self, zygote: HandedZygote):
+        self.zygote = zygote
 
     def prepare(self, sandbox: Sandbox) -> None:
         os.rmdir(sandbox.base)
@@ -350,7 +362,7 @@ class Forked:
         try:
             return self._start(sandbox)
         except ZygoteFailed as error:
-            _said_broken(str(error))
+            self.zygote.failed(str(error))
             sandbox.start_afresh()
             return sandbox.launcher.start(sandbox)
 
@@ -402,12 +414,12 @@ class Forked:
                       for folder in folders]
             opened += [os.open(folder.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
                        for folder in folders]
-            spec = {"files": sandbox.config.files, "rlimits": sandbox._rlimits(),
+            spec = {"files": sandbox.config.files, "rlimits": sandbox._plan().rlimits,
                     "user": list(sandbox.drop_to), "disk_bytes": sandbox.config.disk_mb << 20,
                     "cgroups": [folder.name for folder in folders]}
             request = _memory_file(json.dumps(spec).encode())
             try:
-                socket.send_fds(self.control, [b"spawn"], [request, *passed, *opened])
+                socket.send_fds(self.zygote.control(), [b"spawn"], [request, *passed, *opened])
             finally:
                 os.close(request)
         finally:
@@ -431,13 +443,6 @@ class Forked:
     def closed(self, sandbox: Sandbox) -> None:
         if sandbox.process is not None:
             sandbox.process.close()
-
-
-class ForkedSandbox(Sandbox):
-    """A student's sandbox whose process is forked from the zygote behind `control` (Forked)."""
-
-    def __init__(self, config: SandboxConfig, control: socket.socket):
-        super().__init__(config, Forked(control))
 
 
 def _undo(sandbox: Sandbox, reply: socket.socket, fds: list[int]) -> None:
@@ -472,33 +477,36 @@ def _ready(reply: socket.socket) -> tuple[int, int]:
     return pid, shared
 
 
-_BROKEN: list[str] = []                     # why this process's zygote failed, once it did
+class HandedZygote:
+    """The zygote a grader was handed: the control socket behind `fd`, as the grader's command line
+    names it (`--zygote-fd`). The grader makes one for its job (submission/__main__.py) and names
+    it in its sandboxes' settings (SandboxConfig.zygote), so that every sandbox it opens shares
+    it: each student's process is forked from it until it fails once; the rest start afresh."""
 
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.broken: list[str] = []             # why it failed, once it did
+        self._control: socket.socket | None = None
 
-def _said_broken(why: str) -> None:
-    _BROKEN.append(why)
-    print(f"tfcourse: a student's process is started afresh: {why}", file=sys.stderr)
+    def control(self) -> socket.socket | None:
+        """Its control socket (None if `fd` is not one)."""
+        if self._control is None:
+            try:
+                self._control = socket.socket(fileno=os.dup(self.fd))
+            except OSError:
+                return None
+        return self._control
+
+    def failed(self, why: str) -> None:
+        self.broken.append(why)
+        print(f"tfcourse: a student's process is started afresh: {why}", file=sys.stderr)
 
 
 def open_sandbox(config: SandboxConfig) -> Sandbox:
     """The sandbox of one student's process: forked from the zygote that `config` names (the
-    runner's, which it checked fits these settings: `fitting`), else started afresh
-    (launch.Sandbox)."""
-    fd = config.zygote
-    control = _control(fd) if fd is not None and enabled() and not _BROKEN else None
-    if control is not None:
-        return ForkedSandbox(config, control)
+    runner's, which it checked fits these settings: `fitting`), unless it failed before, else
+    started afresh (launch.Fresh)."""
+    zygote = config.zygote
+    if zygote is not None and enabled() and not zygote.broken and zygote.control() is not None:
+        return Sandbox(config, Forked(zygote))
     return Sandbox(config)
-
-
-_CONTROLS: dict[int, socket.socket] = {}
-
-
-def _control(fd: int) -> socket.socket | None:
-    """The zygote's control socket this grader was given (None if it is not one)."""
-    if fd not in _CONTROLS:
-        try:
-            _CONTROLS[fd] = socket.socket(fileno=os.dup(fd))
-        except OSError:
-            return None
-    return _CONTROLS[fd]

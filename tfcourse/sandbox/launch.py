@@ -23,7 +23,6 @@ are made, and the plan started and watched.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
@@ -41,9 +40,9 @@ from .keeper import reap
 from .binds import INSIDE_WORK
 from .limits import DISK, MEMORY, PROCESSES, Cgroup
 from ..process import signal_on_parent_death
-# (HARNESS and OPEN_FILES: for those who read what a plan holds)
-from .plan import (HARNESS, OPEN_FILES, LaunchPlan, bwrap_options, command,  # noqa: F401
-                   environment, keeper_spec, launch_plan, rlimits, work_inside)
+# (OPEN_FILES: for those who read what a plan holds)
+from .plan import (HARNESS, OPEN_FILES, LaunchPlan, keeper_spec, launch_plan,  # noqa: F401
+                   work_inside)
 # (Isolation, bwrap_works and course_standins: for those who start sandboxes)
 from .settings import (Isolation, SandboxConfig,  # noqa: F401
                        bwrap_works, choose_isolation, course_standins, sandbox_folder)
@@ -119,8 +118,17 @@ def descendants(root: int, table: dict[int, int] | None = None) -> list[int]:
 
 class Fresh:
     """Starts a sandbox's plan afresh: in folders made for it, held by a cgroup of its own, by its
-    keeper (keeper.py), which starts a new interpreter. The other way: forked.Forked."""
+    keeper (keeper.py), which starts a new interpreter. The other ways: forked.Forked (a student's
+    process forked from a zygote) and forked.AsZygote (the zygote's own sandbox).
+
+    A launcher says how a sandbox is prepared, started, watched and ended: `prepare`, `start`,
+    `orphans`, `kill_targets`, `killed` and `closed`, called by its Sandbox; `forked`, whether its
+    process is forked from a zygote; `unix_sockets`, whether the plan's filter allows AF_UNIX
+    sockets (None: where the cgroup counts memory); `watched`, whether the sandbox collects the
+    process's output and watches its limits."""
     forked = False
+    unix_sockets: bool | None = None
+    watched = True
 
     def prepare(self, sandbox: Sandbox) -> None:
         sandbox._prepare_folders()
@@ -161,8 +169,8 @@ class Fresh:
 
 
 class Sandbox:
-    """One student process, started by its `launcher` (Fresh, else forked.Forked). `start()`
-    returns the two ends of the request channel."""
+    """One sandboxed process, started by its `launcher` (Fresh, forked.Forked or forked.AsZygote).
+    `start()` returns the two ends of the request channel."""
 
     def __init__(self, config: SandboxConfig, launcher=None):
         self.launcher = launcher or Fresh()
@@ -240,41 +248,24 @@ class Sandbox:
         here, and the cgroup it has now."""
         return launch_plan(
             self.config, self.mode, self.drop_to, self.base, cgroup=self.cgroup,
-            unix_sockets=self._unix_sockets(), kernels=kernel_environment(self.config.cpu_kernels),
+            unix_sockets=self.launcher.unix_sockets,
+            kernels=kernel_environment(self.config.cpu_kernels),
             footprint_kb=self._footprint_kb(), data=resource.getrlimit(resource.RLIMIT_DATA)[1])
 
     def _footprint_kb(self) -> int | None:
         """What the interpreter maps to import torch, as the student's user (measured once)."""
         return measure.interpreter_footprint_kb(self.drop_to if self.mode == "process" else None)
 
-    def _bwrap_arguments(self) -> tuple[list[str], Path]:
-        """Everything bwrap is told but the command, and the interpreter's path inside."""
-        return bwrap_options(self.config, self.base, self.drop_to)
-
-    def _command(self, fd_in: int, fd_out: int, arguments_fd: int, python: Path) -> list[str]:
-        """The command the keeper runs (plan.command)."""
-        return command(dataclasses.replace(self._plan(), python=python), fd_in, fd_out,
-                       arguments_fd)
-
     def _pids_counted(self) -> bool:
         return self.cgroup is not None and self.cgroup.pids is not None
 
-    def _environment(self) -> dict[str, str]:
-        return environment(self.config, self.mode, self.base,
-                           kernel_environment(self.config.cpu_kernels))
-
-    def _rlimits(self) -> dict[str, tuple[int, int]]:
-        """The student's process's resource limits (plan.rlimits)."""
-        # the grader's own memory limit (RLIMIT_DATA, where no cgroup holds it) is not theirs
-        return rlimits(self.config, self.mode, self.drop_to, self._pids_counted(),
-                       self._footprint_kb(), resource.getrlimit(resource.RLIMIT_DATA)[1])
-
     def start(self) -> tuple[int, int]:
-        """Start the student's process (as the launcher does); nothing when grading refused."""
+        """Start its process (as the launcher does); nothing when grading refused."""
         if self.refusal:
             return -1, -1
         self.process, self.fd_in, self.fd_out = self.launcher.start(self)
-        self._begin_watching()
+        if self.launcher.watched:
+            self._begin_watching()
         return self.fd_in, self.fd_out
 
     def start_afresh(self) -> None:
@@ -291,11 +282,6 @@ class Sandbox:
         threading.Thread(target=self._drain, daemon=True).start()
         self._watchdog = threading.Thread(target=self._watch, daemon=True)
         self._watchdog.start()
-
-    def _unix_sockets(self) -> bool:
-        """Whether the student's code may make AF_UNIX sockets: where a cgroup counts what their
-        buffers hold (seccomp.py)."""
-        return self.cgroup is not None and self.cgroup.memory is not None
 
     # -- watching -----------------------------------------------------------------------------
     def _drain(self):

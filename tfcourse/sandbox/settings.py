@@ -44,9 +44,9 @@ class SandboxConfig:
     # folder, and beside this process's cgroup)
     folder: Path | None = None
     cgroup_parents: dict[str, str] | None = None
-    # The control socket of a zygote that fits these settings (forked.fitting: the runner asks),
-    # to fork the student's process from; None: a fresh sandbox
-    zygote: int | None = None
+    # The zygote that fits these settings (forked.fitting: the runner asks), as the grader was
+    # handed it (forked.HandedZygote), to fork the student's process from; None: a fresh sandbox
+    zygote: object = None
 
     @classmethod
     def from_course(cls, course, files: dict[str, str], threads: int,

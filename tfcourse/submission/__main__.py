@@ -25,7 +25,7 @@ from pathlib import Path
 from tfcourse.course import load_course
 
 from ..process import PARENT_OPTION, die_with_parent, hide_command_line, set_subreaper
-from ..sandbox.forked import open_sandbox
+from ..sandbox.forked import HandedZygote, open_sandbox
 from .failures import job_failure_report, refused_root
 from .finding import job_notebooks, listed_root_kind
 from .job import Job, JobError
@@ -88,7 +88,7 @@ def sandbox_config(course, job: Job, assignment_id: str, zygote_fd: int | None):
     hands it on: its control socket, where the job says it fits them (job.zygote_key)."""
     config = job.sandbox_config(course, helper_files(course, assignment_id))
     if zygote_fd is not None and job.zygote_key is not None:
-        config.zygote = zygote_fd
+        config.zygote = HandedZygote(zygote_fd)
     return config
 
 
