@@ -14,7 +14,7 @@ from pathlib import Path
 from tfcourse.course import Course
 
 from ..submission.files import Refused, open_inside
-from ..submission.finding import Listing, assignment_by_names, candidates_of
+from ..submission.finding import Listing, assignment_by_names, candidates_of, list_submission
 
 HASH_LIMIT = 256 << 20          # a notebook larger than this is fingerprinted by size and time,
 HASH_BUDGET = 1 << 30           # and so are those beyond this much read for one submission
@@ -54,9 +54,13 @@ def _hash_file(digest, base: Path, parts: tuple[str, ...], budget: list[int]) ->
         os.close(fd)
 
 
-def fingerprint(listed: Listing, version: str, options: str) -> str:
+def fingerprint(listed: Listing | Path, version: str, options: str, within: Path | None = None
+                ) -> str:
     """What grading depends on: the grader, the options, and each notebook of the listed
-    submission (its path, what it is, its bytes), read as the grader reads them."""
+    submission (its path, what it is, its bytes), read as the grader reads them. `listed`: the
+    submission's listing, or its path (listed now, within `within`)."""
+    if not isinstance(listed, Listing):
+        listed = list_submission(listed, within)
     digest = hashlib.sha256(f"{version}|{options}".encode())
     base, parts, budget = listed.base, listed.parts, [HASH_BUDGET]
     digest.update(listed.kind.encode())
