@@ -146,6 +146,25 @@ def test_a_packed_folder_is_rebuilt_as_the_grader_sees_it(course, tmp_path, shap
                                       "size": 300 << 20}]
 
 
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_client_packs_the_submission_as_its_plan_listed_it(course, tmp_path, shape,
+                                                              monkeypatch):
+    """The client sends the notebooks of the listing it fingerprinted, without looking again."""
+    from tfcourse.submission import finding
+
+    folder = tmp_path / "class" / "alice"
+    SHAPES[shape](folder)
+    found = runner.list_submission(folder, folder.parent)
+    packed = cluster.pack(course, folder, folder.parent, None)
+
+    def looked(*args, **options):
+        raise AssertionError("the submission was looked at again")
+
+    monkeypatch.setattr(finding, "listing", looked)
+    monkeypatch.setattr(finding, "kind_inside", looked)
+    assert cluster.pack(course, folder, folder.parent, None, found) == packed
+
+
 @pytest.mark.parametrize("shape", ["file", "link", "fifo", "missing", "nbgrader"])
 def test_a_packed_submission_root_is_rebuilt_as_it_was(course, tmp_path, shape):
     """A notebook given alone, a link, a pipe, nothing at all, or nbgrader's student/assignment."""
@@ -276,7 +295,8 @@ def test_a_dead_worker_a_refusal_or_a_broken_answer_each_end_in_a_failure(course
     from distributed import KilledWorker
 
     folder = student(tmp_path / "alice")
-    entry = (runner.Found("alice", folder), tmp_path / "out", "stamp")
+    entry = runner.Planned(runner.Found("alice", folder), tmp_path / "out", "stamp", A,
+                           runner.list_submission(folder))
     batch = cluster.Batch(course, [entry], "v", None, 1, [], None)
     said = []
     cases = [(Finished(error=KilledWorker("tfcourse-grade-x", "tcp://w:1", 3)),

@@ -174,8 +174,8 @@ def test_a_failed_grader_is_reported_on_the_job_s_listing(course, tmp_path, monk
     folder = alice(tmp_path)
     (folder / NOTEBOOK).rename(folder / "mine.txt")              # no name tells the assignment
     looks = []
-    listed = finding.candidates_in
-    monkeypatch.setattr(finding, "candidates_in", lambda *a: looks.append(a) or listed(*a))
+    walk = finding.listing
+    monkeypatch.setattr(finding, "listing", lambda *a, **k: looks.append(a) or walk(*a, **k))
     monkeypatch.setattr(child.sys, "executable", "/bin/false")     # a grader that fails at once
     monkeypatch.setenv("TFCOURSE_FORK_SERVER", "0")
     monkeypatch.setenv("TFCOURSE_STUDENT_FORKS", "0")
@@ -183,6 +183,78 @@ def test_a_failed_grader_is_reported_on_the_job_s_listing(course, tmp_path, monk
     assert len(looks) == 1
     assert report.assignment == "" and "the grader process ended with status 1" in report.error
     assert "its assignment could not be told" in report.notes[-1].template
+
+
+def a_class(tmp_path) -> Path:
+    """A class folder: alice/ (as above), bob/ with a notebook of no assignment's name, carol's
+    notebook given alone."""
+    folder = alice(tmp_path).parent
+    (folder / "bob").mkdir()
+    (folder / "bob" / "mine.ipynb").write_text("{}")
+    (folder / "carol.ipynb").write_bytes((ROOT / "release" / A / NOTEBOOK).read_bytes())
+    return folder
+
+
+def failing_graders(monkeypatch):
+    """Graders that fail at once, started as fresh processes (nothing is forked from a process
+    that was started before the test's stand-ins)."""
+    monkeypatch.setattr(child.sys, "executable", "/bin/false")
+    monkeypatch.setenv("TFCOURSE_FORK_SERVER", "0")
+    monkeypatch.setenv("TFCOURSE_STUDENT_FORKS", "0")
+
+
+@pytest.mark.parametrize("assignment", [None, A])
+def test_a_batch_lists_each_submission_once(course, tmp_path, monkeypatch, assignment):
+    """`tfcourse grade` looks at each submission's files once: its fingerprint, its assignment
+    and its grader's job come from that one listing (they once listed it two or three times)."""
+    from tfcourse.batch import fingerprint, runner
+
+    looks = []
+    for module in (finding, fingerprint):                  # (fingerprint: where it once listed)
+        for name in ("listing", "kind_inside"):
+            real = getattr(finding, name)
+
+            def looked(base, parts=(), *args, real=real, **options):
+                looks.append(str(Path(base).joinpath(*parts)))
+                return real(base, parts, *args, **options)
+
+            monkeypatch.setattr(module, name, looked, raising=False)
+    failing_graders(monkeypatch)
+    folder = a_class(tmp_path)
+    outcomes = runner.grade_many(course, [folder], tmp_path / "out", jobs=1, lang="en",
+                                 assignment=assignment, progress=False)
+    assert sorted(o.name for o in outcomes) == ["alice", "bob", "carol"]
+    assert all(o.status == "failed" for o in outcomes)
+    # a folder: what it is, then its entries; a notebook given alone: what it is
+    assert sorted(looks) == sorted([str(folder / "alice")] * 2 + [str(folder / "bob")] * 2 +
+                                   [str(folder / "carol.ipynb")])
+
+
+def test_a_batch_grades_the_notebooks_it_fingerprinted(course, tmp_path, monkeypatch):
+    """A notebook added after the plan fingerprinted a submission is not in its grader's job:
+    the grade is recorded under the fingerprint of the notebooks graded."""
+    from tfcourse.batch import runner
+
+    folder = alice(tmp_path)
+    jobs, start = [], child._start
+
+    def started(course, job, kept):
+        jobs.append(Job.read(job))
+        return start(course, job, kept)
+
+    def later(course, submission, *args, **options):
+        (submission / "layers.ipynb").write_text("{}")        # the student's folder changes
+        return grade_in_child(course, submission, *args, **options)
+
+    grade_in_child = runner.grade_in_child
+    failing_graders(monkeypatch)
+    monkeypatch.setattr(child, "_start", started)
+    monkeypatch.setattr(runner, "grade_in_child", later)
+    runner.grade_many(course, [folder.parent], tmp_path / "out", jobs=1, lang="en",
+                      progress=False)
+    assert [sorted(Path(path).name for path in job.notebooks) for job in jobs] == \
+        [["attention.ipynb", "draft.ipynb"]]
+    assert jobs[0].assignment == A and jobs[0].unfollowed == ("sub/link",)
 
 
 # -- nothing passes through the environment ----------------------------------------------------

@@ -32,8 +32,8 @@ from ..sandbox import forked
 from . import forkserver
 from ..sandbox.limits import MEMORY, Cgroup, Limits, parents_of
 from ..submission.failures import job_failure_report
-from ..submission.files import Refused
-from ..submission.finding import assignment_by_names, listed
+from ..submission.files import Refused, split_submission
+from ..submission.finding import Listing, assignment_by_names, list_submission, listed
 from ..submission.job import Job
 from ..submission.report import SubmissionReport
 
@@ -231,17 +231,19 @@ def _hold(held: Cgroup | None, pid: int) -> Cgroup | None:
 
 def make_job(course: Course, submission: Path, assignment: str | None, threads: int,
              skip: list[str], hide: list[Path], within: Path | None, out: Path,
-             sandboxes: Path, cgroup_parents: dict[str, str], memory_mb: int | None) -> Job:
+             sandboxes: Path, cgroup_parents: dict[str, str], memory_mb: int | None,
+             found: Listing | None = None) -> Job:
     """The job of one submission, resolved here once: paths from / as given (a submission named
-    "--skip=x.ipynb" is a path; no ".." is folded away), its notebooks as found, and its
-    assignment as given or as their names tell it. Where they cannot be listed (not inside
-    `within`, unreadable), the job lists none, and the grader says why."""
+    "--skip=x.ipynb" is a path; no ".." is folded away), its notebooks as listed (`found`, the
+    runner's listing, else listed now), and its assignment as given or as their names tell it.
+    Where they cannot be listed (not inside `within`, unreadable), the job lists none, and the
+    grader says why."""
     job = Job(submission=Path.cwd() / submission, course=course.root, out=out,
               within=None if within is None else Path.cwd() / within, assignment=assignment,
               threads=threads, skip=tuple(skip), hide=tuple(Path(p) for p in hide),
               memory_mb=memory_mb, sandbox_folder=sandboxes, cgroup_parents=cgroup_parents)
     try:
-        notebooks, unfollowed = listed(course, submission, within)
+        notebooks, unfollowed = listed(course, _listing_of(submission, within, found))
         if assignment is None:
             assignment = assignment_by_names(course, {Path(path).name for path in notebooks})
     except (Refused, OSError, ValueError, CourseError):
@@ -250,13 +252,26 @@ def make_job(course: Course, submission: Path, assignment: str | None, threads: 
                                unfollowed=unfollowed)
 
 
+def _listing_of(submission: Path, within: Path | None, found: Listing | None) -> Listing:
+    """`found` when it is the listing of `submission` (checked by name: nothing is listed
+    again), else the submission listed now (ValueError: not inside `within`)."""
+    if found is None:
+        return list_submission(submission, within)
+    if (found.base, found.parts) != split_submission(submission, within):
+        raise RuntimeError(f"the listing of {found.base.joinpath(*found.parts)} was handed "
+                           f"over to grade {submission}")
+    return found
+
+
 def grade_in_child(course: Course, submission: Path, assignment: str | None, threads: int,
                    skip: list[str], hide: list[Path], within: Path | None = None,
-                   warm: Warm | None = None) -> SubmissionReport:
+                   warm: Warm | None = None, found: Listing | None = None
+                   ) -> SubmissionReport:
     """Run the trusted grader in a child process; whatever it does, come back with a report.
     `within`: the instructor's folder the submission was found in (default: the one above it).
     `warm`: the calling thread's zygote and fork server; None: this thread's own
-    (`of_this_thread`), for a caller that owns none."""
+    (`of_this_thread`), for a caller that owns none. `found`: the submission as the caller listed
+    it (the runner, which fingerprinted that listing); None: listed here, once."""
     warm = warm or of_this_thread()
     with tempfile.TemporaryDirectory(prefix="tfreport-", ignore_cleanup_errors=True) as scratch, \
             tempfile.TemporaryDirectory(prefix="tfgrade-", ignore_cleanup_errors=True) as sandboxes:
@@ -267,7 +282,7 @@ def grade_in_child(course: Course, submission: Path, assignment: str | None, thr
         # The grader's sandboxes go in `sandboxes`, so that they are removed even when the grader
         # is killed before it can remove them itself.
         job = make_job(course, submission, assignment, threads, skip, hide, within,
-                       Path(scratch) / "report.json", Path(sandboxes), parents, memory_mb)
+                       Path(scratch) / "report.json", Path(sandboxes), parents, memory_mb, found)
         job = dataclasses.replace(job, zygote_key=forked.fitting(
             job.sandbox_config(course, {}), zygote))
         job.write(Path(scratch) / "job.json")

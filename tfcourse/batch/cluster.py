@@ -1,10 +1,11 @@
 """Grading on a Dask cluster: `tfcourse grade SUBMISSIONS --out DIR --scheduler ADDRESS`.
 
 The client (the instructor's machine) does what runner.grade_many does everywhere else: it finds
-the submissions, fingerprints them (an unchanged one is not sent), and writes every result into
---out. In between, each submission travels as bytes: the client reads the notebooks the grader
-would read (never through a link, within the notebook size limits) and sends them with the shape of
-the submission's folder (its links, pipes and other refused entries, as what they are). A worker
+the submissions, lists each once and fingerprints that listing (an unchanged one is not sent), and
+writes every result into --out. In between, each submission travels as bytes: the client reads the
+notebooks of that listing the grader would read (never through a link, within the notebook size
+limits) and sends them with the shape of the submission's folder (its links, pipes and other
+refused entries, as what they are). A worker
 rebuilds that in a private temporary folder and grades it with the trusted grader in a child
 process (`grade_in_child`: the student's code runs in that worker's sandbox, never in the worker);
 it answers with the report as JSON, which the client checks before it builds the report from it.
@@ -38,10 +39,9 @@ from typing import Callable
 from tfcourse.course import Course, CourseError, find_course_root, load_course
 
 from ..sandbox.forked import ZygotePool
-from ..submission.failures import failure_report
-from ..submission.files import (Refused, is_notebook_name, kind_inside, listing, open_inside,
-                                split_submission)
-from ..submission.finding import find_notebooks
+from ..submission.failures import failure_report, grader_failed
+from ..submission.files import Refused, open_inside
+from ..submission.finding import Listing, candidates_of, list_submission, match_notebooks
 from ..submission.report import SubmissionReport
 from .child import Warm, grade_in_child, grader_version, runtime_versions
 from .survey import printable
@@ -87,23 +87,24 @@ def _entry(base: Path, parts: tuple[str, ...], below: tuple[str, ...], kind: str
         os.close(fd)
 
 
-def pack(course: Course, path: Path, within: Path | None, assignment: str | None) -> dict:
+def pack(course: Course, path: Path, within: Path | None, assignment: str | None,
+         found: Listing | None = None) -> dict:
     """What a worker needs to grade the submission at `path` as it would be graded here: the names
     from the instructor's folder to it, what it is, and its entries (the notebooks and links the
-    grader looks at). Raises OSError when it cannot be read at all."""
+    grader looks at), as listed in `found` (None: listed now). Raises OSError when it cannot be
+    read at all."""
     limit = int(max(course.limit("notebook_file_mb"), course.limit("notebook_mb")) * 1048576)
-    base, parts = split_submission(path, within)
-    kind = kind_inside(base, parts)
+    found = found or list_submission(path, within)
+    base, parts, kind = found.base, found.parts, found.kind
     entries = []
     if kind == "folder":
-        try:
-            found = listing(base, parts)
-            _, notebooks = find_notebooks(course, path, assignment, within)
-        except Refused:                            # swapped for a link since it was looked at
-            found, notebooks, kind = [], {}, "link"
-        read = {file.parts for file in notebooks.values() if file is not None}
-        for item in found:
-            if item.kind == "link" or (item.kind != "folder" and is_notebook_name(item.name)):
+        candidates, links = candidates_of(course, found)        # OSError: not readable at all
+        if isinstance(found.unreadable, Refused):  # swapped for a link since it was looked at
+            kind = "link"
+        else:
+            _, notebooks = match_notebooks(course, base, parts, candidates, links, assignment)
+            read = {file.parts for file in notebooks.values() if file is not None}
+            for item in found.entries:                          # its notebooks and links
                 full = (*parts, *item.parts)
                 entries.append(_entry(base, full, item.parts, item.kind, full in read, limit))
     if kind not in ("folder", "missing"):
@@ -365,9 +366,9 @@ def read_answer(text) -> tuple[SubmissionReport, float, list[str]]:
 # -- the client ----------------------------------------------------------------------------------
 @dataclass
 class Batch:
-    """What grade_many hands over: the submissions to grade, as (Found, results folder,
-    fingerprint), how to grade them, and `record(entry, report, seconds) -> Outcome`, which
-    writes a result as for local grading."""
+    """What grade_many hands over: the submissions to grade, as its plan has them (runner.Planned:
+    each listed once, fingerprinted, and sent as listed), how to grade them, and `record(entry,
+    report, seconds) -> Outcome`, which writes a result as for local grading."""
     course: Course
     todo: list
     version: str
@@ -409,7 +410,7 @@ def result_of(batch: Batch, entry, future, say: Callable[[str], None]
     """The report of a finished task; a failure's, saying why, when it brought no report."""
     from distributed import KilledWorker
 
-    item = entry[0]
+    item = entry.item
     try:
         report, seconds, lines = read_answer(future.result())
         for line in lines:
@@ -424,7 +425,7 @@ def result_of(batch: Batch, entry, future, say: Callable[[str], None]
         say(str(error))
     except Exception as error:     # the task failed (after its retries), or its answer is not JSON
         problem = f"grading on the cluster failed: {type(error).__name__}: {error}"
-    return failure_report(batch.course, item.path, batch.assignment, problem, item.within), 0.0
+    return grader_failed(batch.course, item.path.name, entry.graded, problem), 0.0
 
 
 def run_on_cluster(address: str, batch: Batch, outcomes: list, bar) -> None:
@@ -488,7 +489,7 @@ class _Dispatch:
 
     def submit(self, entry, payload: dict, workers: list[str] | None) -> None:
         where = {} if workers is None else {"workers": workers, "allow_other_workers": False}
-        future = self.client.submit(TASK, payload, key=f"tfcourse-grade-{entry[2]}-"
+        future = self.client.submit(TASK, payload, key=f"tfcourse-grade-{entry.stamp}-"
                                     f"{uuid.uuid4().hex[:8]}", pure=False, retries=1, **where)
         self.running[future], self.payloads[future] = entry, payload
         self.sizes[future] = sum(len(e.get("data", b"")) for e in
@@ -500,13 +501,14 @@ class _Dispatch:
         while len(self.running) < window and (not self.running or sum(self.sizes.values()) <
                                               BYTES_IN_FLIGHT) and (entry := next(self.waiting,
                                                                                   None)):
-            item = entry[0]
+            item = entry.item
             try:
-                packed = pack(batch.course, item.path, item.within, batch.assignment)
+                packed = pack(batch.course, item.path, item.within, batch.assignment,
+                              entry.listing)
             except (OSError, ValueError) as error:      # as its grader would fail to read it
-                self.done(entry, failure_report(batch.course, item.path, batch.assignment,
-                                                f"the submission could not be read: {error}",
-                                                item.within), 0.0)
+                self.done(entry, grader_failed(batch.course, item.path.name, entry.graded,
+                                               f"the submission could not be read: {error}"),
+                          0.0)
                 continue
             payload = {"submission": packed, "version": batch.version, "runtime": self.runtime,
                        "threads": batch.threads, "assignment": batch.assignment,

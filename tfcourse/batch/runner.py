@@ -17,12 +17,14 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from tfcourse.course import Course
 
 from ..process import hide_command_line  # noqa: F401 (the command's, here since it was)
 from ..sandbox import forked
-from ..submission.failures import failure_report
+from ..submission.failures import grader_failed
+from ..submission.finding import Listing, list_submission
 from ..submission.report import SubmissionReport
 from .child import (GRADERS, Interrupted, Warm, grade_in_child, grade_one,  # noqa: F401
                     grader_version, graders_end_on_signals, student_threads)  # (grade_one)
@@ -75,18 +77,30 @@ def available_cores() -> int:
 
 
 # -- many submissions -----------------------------------------------------------------------------
-def _write(course: Course, report: SubmissionReport, item: Found, folder: Path, lang: str,
-           stamp: str) -> tuple[dict | None, str]:
+class Planned(NamedTuple):
+    """A submission the plan grades: where its results go, its fingerprint, the assignment it
+    is graded as (None: the grader tells it by content, or cannot), and its listing (None: it
+    could not be listed, and its grader says why)."""
+    item: Found
+    folder: Path
+    stamp: str
+    graded: str | None
+    listing: Listing | None
+
+
+def _write(course: Course, report: SubmissionReport, entry: Planned, lang: str
+           ) -> tuple[dict | None, str]:
     """Write a submission's results; when its report cannot be rendered, a failure's instead.
     (results or None, status)."""
+    folder, stamp = entry.folder, entry.stamp
     try:
         # no fingerprint when the grader failed, so that the next run grades it again
         return (write_results(course, report, folder, lang, "" if report.error else stamp),
                 "failed" if report.error else "graded" if report.assignment else
                 "not graded: no assignment")
     except Exception:                                  # never let one submission stop the batch
-        failure = failure_report(course, item.path, report.assignment or None,
-                                 traceback.format_exc(), item.within)
+        failure = grader_failed(course, entry.item.path.name,
+                                report.assignment or entry.graded, traceback.format_exc())
         failure.submission = report.submission
         try:
             return write_results(course, failure, folder, lang), "failed"
@@ -233,17 +247,23 @@ class _Batch:
     # batch's end
     warm: forked.ZygotePool = field(default_factory=lambda: forked.ZygotePool(Warm))
 
-    def plan(self, submissions: list[Found], force: bool, outcomes: Outcomes) -> list[tuple]:
-        """The submissions to grade, each (item, folder, fingerprint, its assignment); those
-        unchanged since the last run go to `outcomes` at once."""
+    def plan(self, submissions: list[Found], force: bool, outcomes: Outcomes) -> list[Planned]:
+        """The submissions to grade, each listed once (its fingerprint, its assignment and its
+        grader's job all come from that listing); those unchanged since the last run go to
+        `outcomes` at once."""
         todo = []
         for item in submissions:
             folder = self.out / item.name
+            try:
+                found = list_submission(item.path, item.within)
+            except ValueError:                 # not inside its folder: its grader says why
+                todo.append(Planned(item, folder, "", self.assignment, None))
+                continue
             # the submission's content, the graders and the course decide "unchanged", not how
             # the command was spelt (with or without --assignment)
-            graded = graded_as(self.course, item, self.assignment)
+            graded = graded_as(self.course, found, self.assignment)
             options = json.dumps([graded, sorted(self.skip), self.lang])
-            stamp = fingerprint(item.path, self.version, options, item.within)
+            stamp = fingerprint(found, self.version, options)
             previous = None if force else _previous_results(folder, stamp)
             if previous:
                 outcomes.append(Outcome(item.name, folder, "unchanged", previous["score"],
@@ -251,31 +271,32 @@ class _Batch:
                                         previous["extra_data"].get("assignment", ""), item.note,
                                         _not_graded(previous)))
             else:
-                todo.append((item, folder, stamp, graded or None))
+                todo.append(Planned(item, folder, stamp, graded or None, found))
         return todo
 
-    def record(self, entry, report: SubmissionReport, seconds: float) -> Outcome:
+    def record(self, entry: Planned, report: SubmissionReport, seconds: float) -> Outcome:
         """Write a submission's results (the same here and for a cluster's report)."""
-        item, folder, stamp = entry[:3]
+        item = entry.item
         report.submission = printable(item.name)
-        results, status = _write(self.course, report, item, folder, self.lang, stamp)
-        return Outcome(item.name, folder, status, results["score"] if results else 0.0,
+        results, status = _write(self.course, report, entry, self.lang)
+        return Outcome(item.name, entry.folder, status, results["score"] if results else 0.0,
                        results["max_score"] if results else 0.0, round(seconds, 1),
                        report.assignment, item.note, _not_graded(results))
 
-    def work(self, entry) -> Outcome | None:
-        """Grade one submission of the plan in its grader process; None when stopped."""
-        item, _, _, graded = entry
+    def work(self, entry: Planned) -> Outcome | None:
+        """Grade one submission of the plan in its grader process, on the notebooks the plan
+        listed; None when stopped."""
+        item, graded = entry.item, entry.graded
         if GRADERS.stopping:
             return None
         started = time.monotonic()
         try:
             with self.warm.lend() as warm:
                 report = grade_in_child(self.course, item.path, graded, self.threads,
-                                        list(self.skip), self.hide, item.within, warm)
+                                        list(self.skip), self.hide, item.within, warm,
+                                        entry.listing)
         except Exception:                    # never let one submission stop the batch
-            report = failure_report(self.course, item.path, graded, traceback.format_exc(),
-                                    item.within)
+            report = grader_failed(self.course, item.path.name, graded, traceback.format_exc())
         if GRADERS.stopping:                 # ended by the stop: not a result
             return None
         return self.record(entry, report, time.monotonic() - started)

@@ -1,43 +1,88 @@
 """Which notebooks a submission holds, and which assignment they are: by their names, else (in the
-grader) by their cells. A grading job's are listed once, by the runner (`listed`), and matched by
-the grader on that list (`job_notebooks`).
+grader) by their cells. A grading job's are listed once, by the runner (`list_submission`: the
+fingerprint of a batch's submission, its job's notebooks and what a cluster is sent all come from
+that one listing), and matched by the grader on that list (`job_notebooks`).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from tfcourse import notebook
 from tfcourse.course import Course
 
-from .files import (NotebookFile, Refused, file_limit_mb, is_notebook_name, kind_inside, listing,
-                    split_submission)
+from .files import (Entry, NotebookFile, Refused, file_limit_mb, is_notebook_name, kind_inside,
+                    listing, split_submission)
 from .job import Job
 from .notebooks import read_notebook
 
 
+@dataclass(frozen=True)
+class Listing:
+    """A submission as listed once: what `base/parts...` is, and, for a folder, the entries
+    below it that grading looks at (its notebooks, which are never folders, and its links), in
+    the order `listing` gives them. `unreadable`: why the folder could not be listed (then it
+    has no entries)."""
+    base: Path
+    parts: tuple[str, ...]
+    kind: str
+    entries: tuple[Entry, ...] = ()
+    unreadable: Refused | OSError | None = None
+
+    @property
+    def notebooks(self) -> list[Entry]:
+        return [entry for entry in self.entries if is_notebook_name(entry.name)]
+
+    @property
+    def links(self) -> list[str]:
+        return ["/".join(entry.parts) for entry in self.entries if entry.kind == "link"]
+
+
+def list_submission(submission: Path, within: Path | None = None) -> Listing:
+    """The submission at `submission`, listed (no link followed below `within`, by default the
+    folder above it; ValueError: it is not inside `within`)."""
+    return list_at(*split_submission(submission, within))
+
+
+def list_at(base: Path, parts: tuple[str, ...]) -> Listing:
+    kind = kind_inside(base, parts)
+    if kind != "folder":
+        return Listing(base, parts, kind)
+    try:
+        found = listing(base, parts)
+    except (Refused, OSError) as error:        # swapped for a link after the look, or unreadable
+        return Listing(base, parts, kind, unreadable=error)
+    return Listing(base, parts, kind, tuple(
+        entry for entry in found if entry.kind == "link" or
+        (entry.kind != "folder" and is_notebook_name(entry.name))))
+
+
 def candidates_in(course: Course, base: Path, parts: tuple[str, ...]
                   ) -> tuple[dict[str, NotebookFile], list[str]]:
-    """The notebooks of the submission `base/parts...` by name (the shallowest of each name), and
-    the links below it that were not followed. A submission that is not a folder is its own one
-    candidate (a link or a pipe too: reading it says why it is refused)."""
+    """`candidates_of` the submission `base/parts...`, listed now."""
+    return candidates_of(course, list_at(base, parts))
+
+
+def candidates_of(course: Course, listed: Listing) -> tuple[dict[str, NotebookFile], list[str]]:
+    """The notebooks of a listed submission by name (the shallowest of each name), and the links
+    below it that were not followed. A submission that is not a folder is its own one candidate
+    (a link or a pipe too: reading it says why it is refused). OSError: it could not be listed."""
+    base, parts = listed.base, listed.parts
     limit, skip = file_limit_mb(course), len(parts)
-    kind = kind_inside(base, parts)
-    if kind == "missing":
+    if listed.kind == "missing":
         return {}, []
-    if kind != "folder":
+    if listed.kind != "folder" or isinstance(listed.unreadable, Refused):
+        # not a folder; or it was swapped for a link after the look
+        kind = "link" if listed.kind == "folder" else listed.kind
         return {parts[-1]: NotebookFile(base, parts, skip, kind, limit_mb=limit)}, []
-    try:
-        entries = listing(base, parts)
-    except Refused:                              # it was swapped for a link after the look
-        return {parts[-1]: NotebookFile(base, parts, skip, "link", limit_mb=limit)}, []
-    notebooks = sorted((e for e in entries if e.kind != "folder" and is_notebook_name(e.name)),
-                       key=lambda e: (len(e.parts), e.parts))
+    if listed.unreadable is not None:
+        raise listed.unreadable
+    notebooks = sorted(listed.notebooks, key=lambda e: (len(e.parts), e.parts))
     candidates: dict[str, NotebookFile] = {}
     for entry in notebooks:
         candidates.setdefault(entry.name, NotebookFile(base, (*parts, *entry.parts), skip,
                                                        entry.kind, limit_mb=limit))
-    links = ["/".join(e.parts) for e in entries if e.kind == "link"]
-    return candidates, links
+    return candidates, listed.links
 
 
 CONTENT_CANDIDATES = 8      # notebooks read to tell an assignment by their cells, at most
@@ -118,13 +163,14 @@ def match_notebooks(course: Course, base: Path, parts: tuple[str, ...],
 
 
 # -- a grading job's notebooks: found once, by the runner (job.py) --------------------------------
-def listed(course: Course, submission: Path, within: Path | None
+def listed(course: Course, submission: Path | Listing, within: Path | None = None
            ) -> tuple[dict[str, str], tuple[str, ...]]:
     """The notebooks of a submission as a job lists them: {path from /: what it is} of each
-    candidate (`candidates_in`, in its order), and the links below it that were not followed."""
-    base, parts = split_submission(submission, within)
-    candidates, links = candidates_in(course, base, parts)
-    return ({str(base.joinpath(*found.parts)): found.kind for found in candidates.values()},
+    candidate (`candidates_of`, in its order), and the links below it that were not followed.
+    `submission`: its path (listed now), or its listing."""
+    found = submission if isinstance(submission, Listing) else list_submission(submission, within)
+    candidates, links = candidates_of(course, found)
+    return ({str(found.base.joinpath(*file.parts)): file.kind for file in candidates.values()},
             tuple(links))
 
 
