@@ -238,9 +238,9 @@ def test_a_batch_grades_the_notebooks_it_fingerprinted(course, tmp_path, monkeyp
     folder = alice(tmp_path)
     jobs, start = [], child._start
 
-    def started(course, job, kept):
+    def started(course, job, *rest):
         jobs.append(Job.read(job))
-        return start(course, job, kept)
+        return start(course, job, *rest)
 
     def later(course, submission, *args, **options):
         (submission / "layers.ipynb").write_text("{}")        # the student's folder changes
