@@ -1,8 +1,11 @@
 """Resuming a batch: the submission's content, the graders and the course decide "unchanged",
 not how the command was spelt."""
+import hashlib
 import json
 import os
 import shutil
+
+import pytest
 
 from conftest import ROOT
 from tfcourse.batch import child, runner
@@ -72,3 +75,73 @@ def test_a_fingerprint_keeps_its_value(tmp_path):
     (alice / "sub" / "deeper" / "draft.ipynb").write_bytes(b"draft 2")
     assert runner.fingerprint(runner.list_submission(alice), "v1",
                               '["01-attention", [], "en"]') != before["alice"]
+
+
+def test_a_grade_is_recorded_under_the_fingerprint_only_for_the_bytes_it_saw(tmp_path):
+    """The runner fingerprints a submission when it plans the batch; its grader reads the
+    notebooks later. The grader says the SHA-256 of what it read, by path; the fingerprint is
+    recorded only when every one is what the plan saw (else a later run would report the
+    submission "unchanged" with a grade of other bytes)."""
+    from tfcourse.batch.fingerprint import graded_as_stamped, stamp
+    from tfcourse.submission.report import NotebookReport, SubmissionReport
+
+    alice = tmp_path / "alice"
+    (alice / "sub").mkdir(parents=True)
+    (alice / "attention.ipynb").write_bytes(b"planned")
+    (alice / "sub" / "draft.ipynb").write_bytes(b"draft")
+    taken = stamp(runner.list_submission(alice), "v1", "[]")
+    planned, draft = hashlib.sha256(b"planned").hexdigest(), hashlib.sha256(b"draft").hexdigest()
+    assert taken.files == {"attention.ipynb": planned, "sub/draft.ipynb": draft}
+
+    def report(*reads):
+        return SubmissionReport(A, "alice", [NotebookReport("attention.ipynb", read=read)
+                                            for read in reads])
+    assert graded_as_stamped(report({"attention.ipynb": planned}), taken)
+    assert graded_as_stamped(report({"sub/draft.ipynb": draft}, {}), taken)   # {}: none read
+    assert not graded_as_stamped(report({"attention.ipynb": draft}), taken)   # swapped bytes
+    assert not graded_as_stamped(report({"other.ipynb": planned}), taken)     # not planned
+    assert not graded_as_stamped(report({"attention.ipynb": None}), taken)
+    assert not graded_as_stamped(report(["attention.ipynb"]), taken)          # not a map
+    single = stamp(runner.list_submission(alice / "attention.ipynb"), "v1", "[]")
+    assert single.files == {"": planned}
+    assert graded_as_stamped(report({"": planned}), single)
+    too_large = stamp(runner.list_submission(alice), "v1", "[]")
+    object.__setattr__(too_large, "files", {"attention.ipynb": None})     # past HASH_LIMIT
+    assert not graded_as_stamped(report({"attention.ipynb": planned}), too_large)
+
+
+@pytest.mark.slow
+def test_a_notebook_swapped_while_its_batch_runs_is_graded_again_next_time(course, tmp_path,
+                                                                          monkeypatch):
+    """A student who can write into the class folder while it is graded swaps a working notebook
+    in after the plan fingerprinted the stub, and the stub back after the grading: the grade of
+    the working one must not stay recorded under the stub's fingerprint (a second run said
+    "unchanged", 14 / 14, for the stub)."""
+    notebook = tmp_path / "class" / "mallory" / "attention.ipynb"
+    shutil.copytree(ROOT / "release" / A, notebook.parent)
+    stub = notebook.read_bytes()
+    grade_in_child = runner.grade_in_child
+
+    def swapped(*args, **options):
+        notebook.write_bytes((ROOT / "solutions" / A / "attention.ipynb").read_bytes())
+        try:
+            return grade_in_child(*args, **options)
+        finally:
+            notebook.write_bytes(stub)
+
+    monkeypatch.setattr(runner, "grade_in_child", swapped)
+    out = tmp_path / "out"
+    (first,) = runner.grade_many(course, [tmp_path / "class"], out, jobs=1, lang="en",
+                                 progress=False, assignment=A)
+    results = json.loads((out / "mallory" / "results.json").read_text())
+    assert (first.status, first.score) == ("graded", 14)
+    assert "fingerprint" not in results["extra_data"]
+    assert "changed while the submission was being graded" in \
+        (out / "mallory" / "feedback.md").read_text()
+    monkeypatch.setattr(runner, "grade_in_child", grade_in_child)
+    (second,) = runner.grade_many(course, [tmp_path / "class"], out, jobs=1, lang="en",
+                                  progress=False, assignment=A)
+    assert (second.status, second.score) == ("graded", 0)
+    (third,) = runner.grade_many(course, [tmp_path / "class"], out, jobs=1, lang="en",
+                                 progress=False, assignment=A)
+    assert (third.status, third.score) == ("unchanged", 0)

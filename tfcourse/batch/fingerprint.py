@@ -1,20 +1,22 @@
 """Fingerprints: what a submission's grading depends on, so that a second run grades only what is
 new or changed. A fingerprint hashes the grader's version (child.grader_version), the options and
 each notebook of the submission, read as the grader reads it (no link followed), as listed once
-for both (finding.list_submission): the grade is recorded under the fingerprint of the files that
-were graded.
+for both (finding.list_submission). The grade is recorded under the fingerprint only when the
+grader read the very bytes it hashed (graded_as_stamped).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfcourse.course import Course
 
 from ..submission.files import Refused, open_inside
 from ..submission.finding import Listing, assignment_by_names, candidates_of, list_submission
+from ..submission.report import SubmissionReport
 
 HASH_LIMIT = 256 << 20          # a notebook larger than this is fingerprinted by size and time,
 HASH_BUDGET = 1 << 30           # and so are those beyond this much read for one submission
@@ -33,48 +35,81 @@ def graded_as(course: Course, listed: Listing, assignment: str | None) -> str:
     return assignment_by_names(course, candidates) or ""
 
 
-def _hash_file(digest, base: Path, parts: tuple[str, ...], budget: list[int]) -> None:
+def _hash_file(digest, base: Path, parts: tuple[str, ...], budget: list[int]) -> str | None:
     """Add a notebook file's bytes to `digest`, read as the grader reads it (no link followed);
-    past the limits, its size, time and inode stand in for them. `budget`: bytes left to read."""
+    past the limits, its size, time and inode stand in for them. `budget`: bytes left to read.
+    The SHA-256 of the file's bytes, or None when they were not all read."""
     try:
         fd = open_inside(base, parts)
     except (Refused, OSError) as error:
         digest.update(f"unreadable {error}".encode("utf-8", "replace"))
-        return
+        return None
     try:
         info = os.fstat(fd)
         digest.update(f"{info.st_size} {info.st_nlink}".encode())
         if info.st_size > min(HASH_LIMIT, budget[0]):
             digest.update(f"{info.st_mtime_ns} {info.st_ino}".encode())
-            return
+            return None
         budget[0] -= info.st_size
+        whole = hashlib.sha256()
         while chunk := os.read(fd, 1 << 20):
             digest.update(chunk)
+            whole.update(chunk)
+        return whole.hexdigest()
     finally:
         os.close(fd)
 
 
-def fingerprint(listed: Listing | Path, version: str, options: str, within: Path | None = None
-                ) -> str:
+@dataclass(frozen=True)
+class Stamp:
+    """A submission's fingerprint (`value`), and the SHA-256 of each notebook's bytes as they were
+    when it was taken (`files`: by its path in the submission, "" for a file submission; None
+    where they were not all read): what the grader must have read for the grade to be recorded
+    under `value` (`graded_as_stamped`)."""
+    value: str
+    files: dict[str, str | None] = field(default_factory=dict)
+
+
+def stamp(listed: Listing, version: str, options: str) -> Stamp:
     """What grading depends on: the grader, the options, and each notebook of the listed
-    submission (its path, what it is, its bytes), read as the grader reads them. `listed`: the
-    submission's listing, or its path (listed now, within `within`)."""
-    if not isinstance(listed, Listing):
-        listed = list_submission(listed, within)
+    submission (its path, what it is, its bytes), read as the grader reads them."""
     digest = hashlib.sha256(f"{version}|{options}".encode())
-    base, parts, budget = listed.base, listed.parts, [HASH_BUDGET]
+    base, parts, budget, files = listed.base, listed.parts, [HASH_BUDGET], {}
     digest.update(listed.kind.encode())
     if listed.kind == "file":
-        _hash_file(digest, base, parts, budget)
+        files[""] = _hash_file(digest, base, parts, budget)
     elif listed.kind == "folder":
         if listed.unreadable is not None:
             digest.update(f"unreadable {listed.unreadable}".encode("utf-8", "replace"))
         for entry in listed.notebooks:
-            digest.update("/".join(entry.parts).encode("utf-8", "surrogateescape") + b"\0")
+            path = "/".join(entry.parts)
+            digest.update(path.encode("utf-8", "surrogateescape") + b"\0")
             digest.update(entry.kind.encode())
             if entry.kind == "file":
-                _hash_file(digest, base, (*parts, *entry.parts), budget)
-    return digest.hexdigest()[:24]
+                files[path] = _hash_file(digest, base, (*parts, *entry.parts), budget)
+    return Stamp(digest.hexdigest()[:24], files)
+
+
+def fingerprint(listed: Listing | Path, version: str, options: str, within: Path | None = None
+                ) -> str:
+    """The fingerprint of `stamp`; `listed`: the submission's listing, or its path (listed now,
+    within `within`)."""
+    if not isinstance(listed, Listing):
+        listed = list_submission(listed, within)
+    return stamp(listed, version, options).value
+
+
+def graded_as_stamped(report: SubmissionReport, taken: Stamp) -> bool:
+    """Whether every notebook the grader read (`NotebookReport.read`) had the bytes `taken` saw:
+    when not (the files changed between the plan and the grading, or were too large to hash),
+    the grade must not be recorded under `taken.value`, or a later run would keep it for files
+    that were not graded."""
+    for notebook in report.notebooks:
+        read = notebook.read if isinstance(notebook.read, dict) else {None: None}
+        for path, digest in read.items():
+            if not isinstance(digest, str) or taken.files.get(path) != digest:
+                return False
+    return True
 
 
 def previous_fingerprint(folder: Path) -> str | None:

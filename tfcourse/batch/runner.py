@@ -25,10 +25,12 @@ from ..process import hide_command_line  # noqa: F401 (the command's, here since
 from ..sandbox import forked
 from ..submission.failures import grader_failed
 from ..submission.finding import Listing, list_submission
-from ..submission.report import SubmissionReport
+from ..submission.report import Note, SubmissionReport
 from .child import (GRADERS, Interrupted, Warm, grade_in_child, grade_one,  # noqa: F401
                     grader_version, graders_end_on_signals, student_threads)  # (grade_one)
-from .fingerprint import fingerprint, graded_as, previous_fingerprint
+from .fingerprint import (Stamp, fingerprint, graded_as, graded_as_stamped,  # noqa: F401
+                          previous_fingerprint)  # (fingerprint: callers')
+from .fingerprint import stamp as take_stamp
 from .results import private_folder, write_results
 from .survey import Found, Survey, expand, printable, survey  # noqa: F401 (expand: callers')
 
@@ -86,6 +88,11 @@ class Planned(NamedTuple):
     stamp: str
     graded: str | None
     listing: Listing | None
+    taken: Stamp | None = None           # the fingerprint and the bytes it saw (fingerprint.py)
+
+
+CHANGED_WHILE_GRADED = ("the notebooks changed while the submission was being graded: they were "
+                        "graded as the grader read them, and the next run grades them again")
 
 
 def _write(course: Course, report: SubmissionReport, entry: Planned, lang: str
@@ -93,9 +100,13 @@ def _write(course: Course, report: SubmissionReport, entry: Planned, lang: str
     """Write a submission's results; when its report cannot be rendered, a failure's instead.
     (results or None, status)."""
     folder, stamp = entry.folder, entry.stamp
+    if report.error:          # no fingerprint when the grader failed: the next run grades it again
+        stamp = ""
+    elif stamp and not (entry.taken and graded_as_stamped(report, entry.taken)):
+        stamp = ""            # nor when the grader read other bytes than those fingerprinted
+        report.notes.append(Note(CHANGED_WHILE_GRADED))
     try:
-        # no fingerprint when the grader failed, so that the next run grades it again
-        return (write_results(course, report, folder, lang, "" if report.error else stamp),
+        return (write_results(course, report, folder, lang, stamp),
                 "failed" if report.error else "graded" if report.assignment else
                 "not graded: no assignment")
     except Exception:                                  # never let one submission stop the batch
@@ -263,15 +274,15 @@ class _Batch:
             # the command was spelt (with or without --assignment)
             graded = graded_as(self.course, found, self.assignment)
             options = json.dumps([graded, sorted(self.skip), self.lang])
-            stamp = fingerprint(found, self.version, options)
-            previous = None if force else _previous_results(folder, stamp)
+            taken = take_stamp(found, self.version, options)
+            previous = None if force else _previous_results(folder, taken.value)
             if previous:
                 outcomes.append(Outcome(item.name, folder, "unchanged", previous["score"],
                                         previous["max_score"], 0.0,
                                         previous["extra_data"].get("assignment", ""), item.note,
                                         _not_graded(previous)))
             else:
-                todo.append(Planned(item, folder, stamp, graded or None, found))
+                todo.append(Planned(item, folder, taken.value, graded or None, found, taken))
         return todo
 
     def record(self, entry: Planned, report: SubmissionReport, seconds: float) -> Outcome:

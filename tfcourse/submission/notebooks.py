@@ -8,6 +8,7 @@ itself is read as files.py reads every file of a submission: never through a lin
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ class Program:
     notes: list[Note]
     readable: bool = True              # False: nothing in the file could be graded
     solution_ids: set[str] = field(default_factory=set)
+    read: dict[str, str] = field(default_factory=dict)     # read_notebook's: the bytes' SHA-256
 
 
 # -- reading the file ----------------------------------------------------------------------------
@@ -84,11 +86,13 @@ def strip_outputs(data: bytes) -> bytes:
     return b"".join(pieces) + data[kept:]
 
 
-def read_notebook(path: NotebookFile | Path, size_limit_mb: float
-                  ) -> tuple[dict | None, list[Note]]:
+def read_notebook(path: NotebookFile | Path, size_limit_mb: float,
+                  read: dict[str, str] | None = None) -> tuple[dict | None, list[Note]]:
     """The notebook as nbformat v4 JSON, or None, and notes on what was wrong with the file. A
     file larger than `size_limit_mb` is read without its outputs; one that is not a regular file
-    of its own, or is larger than the hard limit, is not read at all."""
+    of its own, or is larger than the hard limit, is not read at all. `read`: where to note the
+    SHA-256 of the bytes read, by the file's path in the submission ("" for the submission
+    itself), so that the runner can tell they are those it fingerprinted."""
     found = path if isinstance(path, NotebookFile) else NotebookFile.at(path)
     name = found.shown
     try:
@@ -99,6 +103,8 @@ def read_notebook(path: NotebookFile | Path, size_limit_mb: float
     except OSError as error:
         return None, [Note("the notebook {name} could not be read: {error}",
                            {"name": name, "error": error.strerror}, "error")]
+    if read is not None:
+        read["/".join(found.parts[found.skip:])] = hashlib.sha256(data).hexdigest()
     return parse_notebook(data, name, size_limit_mb)
 
 
@@ -321,7 +327,8 @@ def load_program(source_path: Path, submitted: NotebookFile | Path,
                                       "files and folders are graded",
                                       {"names": ", ".join(found.unfollowed)}, "error"))
         return program
-    raw, notes = read_notebook(found, size_limit_mb)
+    read: dict[str, str] = {}
+    raw, notes = read_notebook(found, size_limit_mb, read)
     # A notebook under another name in the student's folder is worth a note; a file that is the
     # submission itself (a class folder of alice.ipynb, bob.ipynb) was named by the instructor.
     if found.name != source_path.name and len(found.parts) > found.skip:
@@ -329,4 +336,5 @@ def load_program(source_path: Path, submitted: NotebookFile | Path,
                              {"name": source_path.name, "found": found.shown}))
     program = build_program(source_nb, raw)
     program.notes[:0] = notes
+    program.read = read
     return program

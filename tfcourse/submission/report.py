@@ -64,6 +64,9 @@ class NotebookReport:
     peak_memory_mb: float = 0.0
     sandbox: str = ""
     extra: dict = field(default_factory=dict)
+    # the SHA-256 of the notebook's bytes as the grader read them, by the file's path in the
+    # submission: the runner records its fingerprint only if they are those it fingerprinted
+    read: dict = field(default_factory=dict)
 
 
 @dataclass

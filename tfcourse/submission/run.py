@@ -44,6 +44,7 @@ class NotebookRun:
         self.program = load_program(course.source_dir / assignment.id / name, path,
                                     course.limit("notebook_mb"), source=source.notebook(name))
         self.report.notes = self.program.notes
+        self.report.read = self.program.read
         self.session: StudentSession | None = None
         self._context: Context | None = None
         self.refusal: tuple[str, dict] | None = None      # why none of its checks can run
