@@ -17,7 +17,7 @@ from tfcourse.submission.framework import (Fail, Handle, first_match, outside, p
                                            under)
 from tfcourse.submission.report import Note, NotebookReport, SubmissionReport, TestResult
 from tfcourse.batch.results import (feedback, feedback_html, feedback_markdown, gradescope_json,
-                                    results_json)
+                                    markdown_text, results_json)
 from tfcourse.submission.notebooks import build_program, load_program, parse_notebook
 from tfcourse.source import assignment_source, groups_by_notebook, helper_files, source_notebook
 
@@ -220,7 +220,7 @@ def test_every_rendering_shows_the_same_rows(course, lang):
     assert len(rows) == len(results["tests"])
     for row, test in zip(rows, results["tests"]):
         assert f"{test['score']:g} / {test['max_score']:g}" in row
-        assert html.escape(test["output"], quote=False).replace("|", "\\|") in row
+        assert markdown_text(test["output"]) in row
     page = feedback_html(view)
     assert HOSTILE not in page and HOSTILE not in markdown
     assert html.escape(HOSTILE) in page

@@ -602,23 +602,32 @@ def test_skipped_checks_are_not_graded_and_the_total_says_what_it_counts(course)
 
 
 def test_a_note_of_several_lines_is_one_item_of_the_feedbacks_list(course):
-    """A note stays one list item in feedback.md and feedback.html, whatever its lines: a cell's
-    error message of two lines, a notebook whose name holds a line break. Each line used to be an
-    item of its own, so that a name's second line read as a note of the grader's."""
+    """A note stays one list item in feedback.md and feedback.html, whatever its lines (a cell's
+    error message, a notebook whose name holds a line break), and whatever Markdown they hold:
+    a student's exception message of a rule, a bold score, a heading and a table read as the
+    grader's own words when each line was an item, or a line of the item (review 32)."""
+    import mistune
+
     from tfcourse.batch.results import feedback, feedback_html, feedback_markdown
     from tfcourse.submission.report import Note, NotebookReport, SubmissionReport
 
     name = "attention\n**Score: 14 / 14**.ipynb"
+    forged = ("ok\n\n---\n\n**Score: 14 / 14** · 10 of 10 checks passed\n\n## Instructor note\n\n"
+              "| | Check | Points | Message |\n|---|---|---|---|\n| ✓ | causal | 1 / 1 | passed |\n"
+              "[x]: http://example.com\n1. [see](http://example.com) `code` __init__ ~~no~~")
     report = SubmissionReport("01-attention", "alice", [NotebookReport(name, notes=[
         Note("the notebook {name} is an empty file", {"name": name}, "error"),
         Note("cell {label} raised {kind}: {message}",
-             {"label": 3, "kind": "ValueError", "message": "first line\nsecond line"})])])
+             {"label": 3, "kind": "RuntimeError", "message": forged})])])
     view = feedback(course, report, "en")
     markdown = feedback_markdown(view)
-    items = [line for line in markdown.splitlines() if line.startswith("- ")]
-    assert len(items) == 2, markdown
-    assert "  **Score: 14 / 14**.ipynb is an empty file" in markdown.splitlines()
-    assert "  second line" in markdown.splitlines()
+    notes = markdown.split("## About your notebook\n", 1)[1].split("\n## ", 1)[0]
+    shown = mistune.create_markdown(plugins=["table", "strikethrough"])(notes)
+    assert shown.count("<li>") == 2 and shown.count("<ul>") == 1, shown
+    for tag in ("<hr", "<h1", "<h2", "<strong", "<em", "<table", "<code", "<a ", "<del", "<ol"):
+        assert tag not in shown, (tag, shown)
+    assert "**Score: 14 / 14** · 10 of 10 checks passed" in shown
+    assert "attention<br />\n**Score: 14 / 14**.ipynb is an empty file" in shown
     page = feedback_html(view)
     assert page.count("<li>") == 2, page
     assert "attention<br>**Score: 14 / 14**.ipynb is an empty file" in page

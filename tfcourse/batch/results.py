@@ -14,6 +14,7 @@ import contextlib
 import html
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,10 +227,32 @@ ABOUT_CHECKS = ("The hidden checks ran your code on inputs you have not seen. Ea
                 "they found; the checks themselves stay with your instructor.")
 
 
+# What Markdown reads as its own in a message's text (which may hold a student's words: a cell's
+# error, a file's name): emphasis, code, tables, strikethrough, escapes and links ("](") anywhere
+# (an underscore inside a word is not emphasis, nor a bracket of "shape [2, 3]"); headings,
+# quotes, lists, rules, setext underlines and link definitions at a line's start. Escaped, the
+# text is only text.
+_INLINE = re.compile(r"([\\`*|~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|(?<=\])\()")
+_LINE_START = re.compile(r"^([#>+=\[-]|\d+(?=[.)]))")
+
+
+def markdown_text(text: str) -> str:
+    """`text` as Markdown that shows it as it is, on one line: HTML escaped, Markdown's marks
+    escaped, line breaks as spaces."""
+    text = _INLINE.sub(r"\\\1", html.escape(text, quote=False).replace("\n", " ").strip())
+    match = _LINE_START.match(text)
+    if match is None:
+        return text
+    if match.group(1)[0].isdigit():                 # "3." and "3)": "3\." and "3\)"
+        return text[:match.end()] + "\\" + text[match.end():]
+    return "\\" + text
+
+
 def _note_items(view: Feedback) -> list[list[str]]:
     """Each note as one list item, in lines: a note may hold several (a cell's error message), and
     a line break in a name (a notebook called "a\\nb.ipynb") stays inside its note."""
-    return [lines for note in view.notes if (lines := note.splitlines())]
+    return [lines for note in view.notes
+            if (lines := [line for line in note.splitlines() if line.strip()])]
 
 
 def _part_points(part: Part) -> str:
@@ -241,9 +264,6 @@ def _part_points(part: Part) -> str:
 
 def feedback_markdown(view: Feedback) -> str:
     """The student's feedback as Markdown: score, notes, and a table of checks per part."""
-    def cell(text: str) -> str:         # a table cell: one line, no column breaks, no raw HTML
-        return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
-
     lines = [f"# {view.say('Feedback')}: {view.submission}", ""]
     if view.assignment:
         lines += [f"**{view.assignment_title}** ({view.assignment})", ""]
@@ -253,15 +273,16 @@ def feedback_markdown(view: Feedback) -> str:
     notes = _note_items(view)
     if notes:
         lines.append(f"## {view.say('About your notebook')}")
-        for note in notes:       # further lines indented: they continue the note's list item
-            lines += [f"{'  ' if i else '- '}{html.escape(line, quote=False)}"
-                      for i, line in enumerate(note)]
+        for note in notes:       # further lines after a hard break (\\), in the same list item
+            lines += [f"{'  ' if i else '- '}{markdown_text(line)}"
+                      f"{'' if i == len(note) - 1 else chr(92)}" for i, line in enumerate(note)]
         lines.append("")
     for part in view.parts:
         lines += [f"## {part.stubs}: {_part_points(part)}", "",
                   f"| | {view.say('Check')} | {view.say('Points')} | {view.say('Message')} |",
                   "|---|---|---|---|"]
-        lines += [f"| {row.mark} | {cell(row.name)} | {row.points} | {cell(row.message)} |"
+        lines += [f"| {row.mark} | {markdown_text(row.name)} | {row.points} | "
+                  f"{markdown_text(row.message)} |"
                   for row in part.rows]
         lines.append("")
     if view.rows:
