@@ -100,8 +100,15 @@ def test_a_grade_is_recorded_under_the_fingerprint_only_for_the_bytes_it_saw(tmp
     assert graded_as_stamped(report({"sub/draft.ipynb": draft}, {}), taken)   # {}: none read
     assert not graded_as_stamped(report({"attention.ipynb": draft}), taken)   # swapped bytes
     assert not graded_as_stamped(report({"other.ipynb": planned}), taken)     # not planned
-    assert not graded_as_stamped(report({"attention.ipynb": None}), taken)
+    assert not graded_as_stamped(report({"attention.ipynb": None}), taken)    # unreadable now
+    assert not graded_as_stamped(report({"attention.ipynb": "changed while read"}), taken)
+    assert graded_as_stamped(report({"link.ipynb": None}), taken)      # not a file then either
     assert not graded_as_stamped(report(["attention.ipynb"]), taken)          # not a map
+    by_content = report({"attention.ipynb": planned})
+    by_content.read = {"sub/draft.ipynb": planned}      # what telling the assignment read
+    assert not graded_as_stamped(by_content, taken)
+    by_content.read = {"sub/draft.ipynb": draft}
+    assert graded_as_stamped(by_content, taken)
     single = stamp(runner.list_submission(alice / "attention.ipynb"), "v1", "[]")
     assert single.files == {"": planned}
     assert graded_as_stamped(report({"": planned}), single)
@@ -145,3 +152,48 @@ def test_a_notebook_swapped_while_its_batch_runs_is_graded_again_next_time(cours
     (third,) = runner.grade_many(course, [tmp_path / "class"], out, jobs=1, lang="en",
                                  progress=False, assignment=A)
     assert (third.status, third.score) == ("unchanged", 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("decoy", ["no_grade_ids", "a_link"])
+def test_a_notebook_not_graded_but_read_to_tell_the_assignment_counts_too(course, tmp_path,
+                                                                         monkeypatch, decoy):
+    """No name tells the assignment of zed's a.ipynb (the solution) and b.ipynb (the stub): the
+    grader reads both, and grades b (the tie goes to the last name). Changing b while the batch
+    runs (its grade ids stripped, or a link in its place: it no longer counts) makes the grader
+    grade a, whose bytes are those planned; b restored, a second run said "unchanged", 14 / 14,
+    for a folder whose grading gives 0 (review 32's second attacker)."""
+    folder = tmp_path / "class" / "zed"
+    shutil.copytree(ROOT / "release" / A, folder)
+    (folder / "attention.ipynb").rename(folder / "b.ipynb")
+    shutil.copy(ROOT / "solutions" / A / "attention.ipynb", folder / "a.ipynb")
+    stub = (folder / "b.ipynb").read_bytes()
+    grade_in_child = runner.grade_in_child
+
+    def swapped(*args, **options):
+        if decoy == "a_link":
+            (folder / "b.ipynb").unlink()
+            (folder / "b.ipynb").symlink_to(folder / "a.ipynb")
+        else:
+            nb = json.loads(stub)
+            for cell in nb["cells"]:
+                cell["metadata"].pop("nbgrader", None)
+            (folder / "b.ipynb").write_text(json.dumps(nb))
+        try:
+            return grade_in_child(*args, **options)
+        finally:
+            (folder / "b.ipynb").unlink()
+            (folder / "b.ipynb").write_bytes(stub)
+
+    def run():
+        (outcome,) = runner.grade_many(course, [tmp_path / "class"], tmp_path / "out", jobs=1,
+                                       lang="en", progress=False)
+        return outcome.status, outcome.score
+
+    monkeypatch.setattr(runner, "grade_in_child", swapped)
+    assert run() == ("graded", 14)                    # a graded: b did not count while read
+    results = json.loads((tmp_path / "out" / "zed" / "results.json").read_text())
+    assert "fingerprint" not in results["extra_data"]
+    monkeypatch.setattr(runner, "grade_in_child", grade_in_child)
+    assert run() == ("graded", 0)                     # b, the stub, is the one graded
+    assert run() == ("unchanged", 0)

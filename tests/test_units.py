@@ -631,3 +631,20 @@ def test_a_note_of_several_lines_is_one_item_of_the_feedbacks_list(course):
     page = feedback_html(view)
     assert page.count("<li>") == 2, page
     assert "attention<br>**Score: 14 / 14**.ipynb is an empty file" in page
+
+
+def test_the_submissions_name_in_feedback_md_is_only_text(course):
+    """A folder's or file's name is the feedback's heading: emphasis, strikethrough, a link, an
+    image or HTML in it rendered as such (review 32's second attacker)."""
+    import mistune
+
+    from tfcourse.batch.results import feedback, feedback_markdown
+    from tfcourse.submission.report import SubmissionReport
+
+    name = "eve **Score 14 ∕ 14** ~~0 ∕ 14~~ [x](https:∕∕x.example) ![i](x.png) <h2>Score\r# 14"
+    view = feedback(course, SubmissionReport("01-attention", name), "en")
+    heading = feedback_markdown(view).splitlines()[0]
+    shown = mistune.create_markdown(plugins=["table", "strikethrough"])(heading)
+    assert shown.startswith("<h1>Feedback: eve **Score 14 ∕ 14** ~~0 ∕ 14~~ [x]"), shown
+    for tag in ("<strong", "<del", "<a ", "<img", "<h2"):
+        assert tag not in shown, (tag, shown)

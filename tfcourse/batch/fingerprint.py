@@ -100,15 +100,21 @@ def fingerprint(listed: Listing | Path, version: str, options: str, within: Path
 
 
 def graded_as_stamped(report: SubmissionReport, taken: Stamp) -> bool:
-    """Whether every notebook the grader read (`NotebookReport.read`) had the bytes `taken` saw:
-    when not (the files changed between the plan and the grading, or were too large to hash),
-    the grade must not be recorded under `taken.value`, or a later run would keep it for files
-    that were not graded."""
-    for notebook in report.notebooks:
-        read = notebook.read if isinstance(notebook.read, dict) else {None: None}
-        for path, digest in read.items():
-            if not isinstance(digest, str) or taken.files.get(path) != digest:
+    """Whether every notebook the grader read, to tell the assignment by content
+    (`SubmissionReport.read`) or to grade it (`NotebookReport.read`), was as `taken` saw it: the
+    same bytes, or, where it could not be read, not a regular file then either. When not (the
+    files changed between the plan and the grading, or were too large to hash), the grade must
+    not be recorded under `taken.value`, or a later run would keep it for files that were not
+    graded."""
+    reads = [report.read, *(notebook.read for notebook in report.notebooks)]
+    if not all(isinstance(read, dict) for read in reads):
+        return False
+    for path, digest in (item for read in reads for item in read.items()):
+        if digest is None:                  # not read: nor was it a regular file at the plan
+            if path in taken.files:
                 return False
+        elif not isinstance(digest, str) or taken.files.get(path) != digest:
+            return False
     return True
 
 

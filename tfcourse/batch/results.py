@@ -238,8 +238,8 @@ _LINE_START = re.compile(r"^([#>+=\[-]|\d+(?=[.)]))")
 
 def markdown_text(text: str) -> str:
     """`text` as Markdown that shows it as it is, on one line: HTML escaped, Markdown's marks
-    escaped, line breaks as spaces."""
-    text = _INLINE.sub(r"\\\1", html.escape(text, quote=False).replace("\n", " ").strip())
+    escaped, line breaks (\\n, \\r, U+2028...) as spaces."""
+    text = _INLINE.sub(r"\\\1", html.escape(" ".join(text.splitlines()), quote=False).strip())
     match = _LINE_START.match(text)
     if match is None:
         return text
@@ -264,7 +264,7 @@ def _part_points(part: Part) -> str:
 
 def feedback_markdown(view: Feedback) -> str:
     """The student's feedback as Markdown: score, notes, and a table of checks per part."""
-    lines = [f"# {view.say('Feedback')}: {view.submission}", ""]
+    lines = [f"# {view.say('Feedback')}: {markdown_text(view.submission)}", ""]
     if view.assignment:
         lines += [f"**{view.assignment_title}** ({view.assignment})", ""]
     lines.append(f"**{view.say('Score')}: {view.total}**"

@@ -102,7 +102,8 @@ def grade(job: Job, memory_mb: int | None, zygote_fd: int | None) -> dict:
                                listed_root_kind(job))
         if refused is not None:
             return refused.to_dict()
-        assignment_id, notebooks = job_notebooks(course, job, by_content=True)
+        read: dict[str, str | None] = {}            # what telling it by content read
+        assignment_id, notebooks = job_notebooks(course, job, by_content=True, read=read)
         config = None
         if assignment_id is not None:
             config = sandbox_config(course, job, assignment_id, zygote_fd)
@@ -112,6 +113,7 @@ def grade(job: Job, memory_mb: int | None, zygote_fd: int | None) -> dict:
 
         report = grade_submission(course, job.submission, assignment_id, notebooks, config,
                                   skip=frozenset(job.skip), prestarted=sandbox)
+        report.read = read
         return report.to_dict()
     except Exception as error:                       # a grader bug: say so, score nothing
         memory = memory_mb is not None and out_of_memory(error)

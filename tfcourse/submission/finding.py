@@ -88,20 +88,22 @@ def candidates_of(course: Course, listed: Listing) -> tuple[dict[str, NotebookFi
 CONTENT_CANDIDATES = 8      # notebooks read to tell an assignment by their cells, at most
 
 
-def assignment_by_content(course: Course, candidates: dict[str, NotebookFile]
+def assignment_by_content(course: Course, candidates: dict[str, NotebookFile],
+                          read: dict[str, str | None] | None = None
                           ) -> tuple[str, dict[str, NotebookFile]] | None:
     """When no notebook's name tells the assignment (a class folder of alice.ipynb, bob.ipynb):
     the one whose source notebook shares the most grade ids (nbgrader's cell metadata, which a
     student's notebook keeps) with a candidate, and {its notebook's name: that candidate}. Each
-    candidate is read as the grader reads it, within its limits. None when no candidate shares
-    one, or two assignments share as many."""
+    candidate is read as the grader reads it, within its limits (what each gave noted in `read`,
+    as read_notebook does). None when no candidate shares one, or two assignments share as
+    many."""
     from tfcourse.source import assignment_source
 
     known = {(a.id, source.name): set(source.kinds) for a in course.assignments
              for source in assignment_source(course, a.id).notebooks}
     matches = []
     for name, found in sorted(candidates.items())[:CONTENT_CANDIDATES]:
-        raw, _ = read_notebook(found, course.limit("notebook_mb"))
+        raw, _ = read_notebook(found, course.limit("notebook_mb"), read)
         if raw is None:
             continue
         ids = {notebook.grade_id(cell) for cell in raw["cells"]} - {None}
@@ -136,14 +138,15 @@ def assignment_by_names(course: Course, names) -> str | None:
 
 def match_notebooks(course: Course, base: Path, parts: tuple[str, ...],
                     candidates: dict[str, NotebookFile], links: list[str],
-                    assignment_id: str | None, by_content: bool = False):
+                    assignment_id: str | None, by_content: bool = False,
+                    read: dict[str, str | None] | None = None):
     """`find_notebooks` on the candidates found in the submission `base/parts...`: which is
     which of the assignment's notebooks (nothing is listed again)."""
     matched: dict[str, NotebookFile] = {}
     if assignment_id is None:
         assignment_id = assignment_by_names(course, candidates)
     if assignment_id is None:
-        found = assignment_by_content(course, candidates) if by_content else None
+        found = assignment_by_content(course, candidates, read) if by_content else None
         if found is None:
             return None, candidates
         assignment_id, matched = found
@@ -191,10 +194,13 @@ def job_candidates(course: Course, job: Job
     return base, parts, candidates, list(job.unfollowed)
 
 
-def job_notebooks(course: Course, job: Job, by_content: bool = False):
-    """`find_notebooks` for a job: on the notebooks it lists, without looking for them again."""
+def job_notebooks(course: Course, job: Job, by_content: bool = False,
+                  read: dict[str, str | None] | None = None):
+    """`find_notebooks` for a job: on the notebooks it lists, without looking for them again
+    (`read`: as assignment_by_content notes them)."""
     base, parts, candidates, links = job_candidates(course, job)
-    return match_notebooks(course, base, parts, candidates, links, job.assignment, by_content)
+    return match_notebooks(course, base, parts, candidates, links, job.assignment, by_content,
+                           read)
 
 
 def listed_root_kind(job: Job) -> str | None:

@@ -28,7 +28,7 @@ class Program:
     notes: list[Note]
     readable: bool = True              # False: nothing in the file could be graded
     solution_ids: set[str] = field(default_factory=set)
-    read: dict[str, str] = field(default_factory=dict)     # read_notebook's: the bytes' SHA-256
+    read: dict[str, str | None] = field(default_factory=dict)     # read_notebook's: SHA-256s
 
 
 # -- reading the file ----------------------------------------------------------------------------
@@ -87,25 +87,37 @@ def strip_outputs(data: bytes) -> bytes:
 
 
 def read_notebook(path: NotebookFile | Path, size_limit_mb: float,
-                  read: dict[str, str] | None = None) -> tuple[dict | None, list[Note]]:
+                  read: dict[str, str | None] | None = None) -> tuple[dict | None, list[Note]]:
     """The notebook as nbformat v4 JSON, or None, and notes on what was wrong with the file. A
     file larger than `size_limit_mb` is read without its outputs; one that is not a regular file
     of its own, or is larger than the hard limit, is not read at all. `read`: where to note the
-    SHA-256 of the bytes read, by the file's path in the submission ("" for the submission
-    itself), so that the runner can tell they are those it fingerprinted."""
+    SHA-256 of the bytes read (None: none could be), by the file's path in the submission (""
+    for the submission itself), so that the runner can tell they are those it fingerprinted."""
     found = path if isinstance(path, NotebookFile) else NotebookFile.at(path)
     name = found.shown
     try:
         data = read_inside(found.base, found.parts, max(found.limit_mb, size_limit_mb),
                            found.skip)
     except Refused as refused:
+        _note_read(read, found, None)
         return None, [refused.note]
     except OSError as error:
+        _note_read(read, found, None)
         return None, [Note("the notebook {name} could not be read: {error}",
                            {"name": name, "error": error.strerror}, "error")]
-    if read is not None:
-        read["/".join(found.parts[found.skip:])] = hashlib.sha256(data).hexdigest()
+    _note_read(read, found, hashlib.sha256(data).hexdigest())
     return parse_notebook(data, name, size_limit_mb)
+
+
+CHANGED = "changed while read"          # a file read twice with other bytes (or none) the second time
+
+
+def _note_read(read: dict[str, str | None] | None, found: NotebookFile, digest: str | None):
+    """Note in `read` what reading `found` gave: the SHA-256 of its bytes, None when it could not
+    be read; CHANGED when it was read before and gave something else."""
+    if read is not None:
+        path = "/".join(found.parts[found.skip:])
+        read[path] = CHANGED if read.get(path, digest) != digest else digest
 
 
 # A notebook built to be expensive to read (60 MB of empty objects cost the parser 1.45 GB and
@@ -327,7 +339,7 @@ def load_program(source_path: Path, submitted: NotebookFile | Path,
                                       "files and folders are graded",
                                       {"names": ", ".join(found.unfollowed)}, "error"))
         return program
-    read: dict[str, str] = {}
+    read: dict[str, str | None] = {}
     raw, notes = read_notebook(found, size_limit_mb, read)
     # A notebook under another name in the student's folder is worth a note; a file that is the
     # submission itself (a class folder of alice.ipynb, bob.ipynb) was named by the instructor.

@@ -77,6 +77,8 @@ class SubmissionReport:
     notes: list[Note] = field(default_factory=list)
     seconds: float = 0.0
     error: str | None = None      # the grader itself failed: nothing was scored
+    # what telling the assignment by the notebooks' cells read (as NotebookReport.read)
+    read: dict = field(default_factory=dict)
 
     @property
     def tests(self) -> list[TestResult]:
@@ -95,7 +97,8 @@ class SubmissionReport:
             notebooks.append(NotebookReport(**item))
         return cls(assignment=data["assignment"], submission=data["submission"],
                    notebooks=notebooks, notes=[Note(**n) for n in data.get("notes", [])],
-                   seconds=data.get("seconds", 0.0), error=data.get("error"))
+                   seconds=data.get("seconds", 0.0), error=data.get("error"),
+                   read=data.get("read", {}))
 
 
 # -- said, and written --------------------------------------------------------------------------
