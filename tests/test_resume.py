@@ -79,19 +79,24 @@ def test_a_fingerprint_keeps_its_value(tmp_path):
 
 def test_a_grade_is_recorded_under_the_fingerprint_only_for_the_bytes_it_saw(tmp_path):
     """The runner fingerprints a submission when it plans the batch; its grader reads the
-    notebooks later. The grader says the SHA-256 of what it read, by path; the fingerprint is
-    recorded only when every one is what the plan saw (else a later run would report the
-    submission "unchanged" with a grade of other bytes)."""
-    from tfcourse.batch.fingerprint import graded_as_stamped, stamp
+    notebooks later. The grader says what reading each gave, by path: the SHA-256 of its bytes,
+    or why it refused it; the fingerprint is recorded only when each is what the plan saw (else a
+    later run would report the submission "unchanged" with a grade of other bytes)."""
+    from tfcourse.batch.fingerprint import Seen, graded_as_stamped, stamp
     from tfcourse.submission.report import NotebookReport, SubmissionReport
 
     alice = tmp_path / "alice"
     (alice / "sub").mkdir(parents=True)
     (alice / "attention.ipynb").write_bytes(b"planned")
     (alice / "sub" / "draft.ipynb").write_bytes(b"draft")
+    (alice / "twice.ipynb").write_bytes(b"linked")
+    os.link(alice / "twice.ipynb", alice / "sub" / "twice.ipynb")
+    (alice / "link.ipynb").symlink_to(alice / "attention.ipynb")
     taken = stamp(runner.list_submission(alice), "v1", "[]")
     planned, draft = hashlib.sha256(b"planned").hexdigest(), hashlib.sha256(b"draft").hexdigest()
-    assert taken.files == {"attention.ipynb": planned, "sub/draft.ipynb": draft}
+    assert taken.files["attention.ipynb"] == Seen(planned, 7, 1)
+    assert taken.files["sub/draft.ipynb"] == Seen(draft, 5, 1)
+    assert "link.ipynb" not in taken.files
 
     def report(*reads):
         return SubmissionReport(A, "alice", [NotebookReport("attention.ipynb", read=read)
@@ -102,18 +107,26 @@ def test_a_grade_is_recorded_under_the_fingerprint_only_for_the_bytes_it_saw(tmp
     assert not graded_as_stamped(report({"other.ipynb": planned}), taken)     # not planned
     assert not graded_as_stamped(report({"attention.ipynb": None}), taken)    # unreadable now
     assert not graded_as_stamped(report({"attention.ipynb": "changed while read"}), taken)
-    assert graded_as_stamped(report({"link.ipynb": None}), taken)      # not a file then either
     assert not graded_as_stamped(report(["attention.ipynb"]), taken)          # not a map
+    # refused for what the file was at the plan too: its kind, its hard links, its size
+    assert graded_as_stamped(report({"link.ipynb": "refused: kind link"}), taken)
+    assert graded_as_stamped(report({"twice.ipynb": "refused: links 2"}), taken)
+    assert graded_as_stamped(report({"attention.ipynb": "refused: size 7"}), taken)
+    # refused for what it became in between
+    assert not graded_as_stamped(report({"attention.ipynb": "refused: kind link"}), taken)
+    assert not graded_as_stamped(report({"attention.ipynb": "refused: links 2"}), taken)
+    assert not graded_as_stamped(report({"attention.ipynb": "refused: size 9"}), taken)
+    assert not graded_as_stamped(report({"link.ipynb": planned}), taken)
     by_content = report({"attention.ipynb": planned})
     by_content.read = {"sub/draft.ipynb": planned}      # what telling the assignment read
     assert not graded_as_stamped(by_content, taken)
     by_content.read = {"sub/draft.ipynb": draft}
     assert graded_as_stamped(by_content, taken)
     single = stamp(runner.list_submission(alice / "attention.ipynb"), "v1", "[]")
-    assert single.files == {"": planned}
+    assert single.files == {"": Seen(planned, 7, 1)}
     assert graded_as_stamped(report({"": planned}), single)
     too_large = stamp(runner.list_submission(alice), "v1", "[]")
-    object.__setattr__(too_large, "files", {"attention.ipynb": None})     # past HASH_LIMIT
+    object.__setattr__(too_large, "files", {"attention.ipynb": Seen(None, 7, 1)})  # unhashed
     assert not graded_as_stamped(report({"attention.ipynb": planned}), too_large)
 
 

@@ -11,6 +11,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from tfcourse.course import Course
 
@@ -35,39 +36,46 @@ def graded_as(course: Course, listed: Listing, assignment: str | None) -> str:
     return assignment_by_names(course, candidates) or ""
 
 
-def _hash_file(digest, base: Path, parts: tuple[str, ...], budget: list[int]) -> str | None:
+def _hash_file(digest, base: Path, parts: tuple[str, ...], budget: list[int]) -> Seen:
     """Add a notebook file's bytes to `digest`, read as the grader reads it (no link followed);
     past the limits, its size, time and inode stand in for them. `budget`: bytes left to read.
-    The SHA-256 of the file's bytes, or None when they were not all read."""
+    What was seen of the file (its SHA-256 None when its bytes were not all read)."""
     try:
         fd = open_inside(base, parts)
     except (Refused, OSError) as error:
         digest.update(f"unreadable {error}".encode("utf-8", "replace"))
-        return None
+        return Seen(None, -1, 0)
     try:
         info = os.fstat(fd)
         digest.update(f"{info.st_size} {info.st_nlink}".encode())
         if info.st_size > min(HASH_LIMIT, budget[0]):
             digest.update(f"{info.st_mtime_ns} {info.st_ino}".encode())
-            return None
+            return Seen(None, info.st_size, info.st_nlink)
         budget[0] -= info.st_size
         whole = hashlib.sha256()
         while chunk := os.read(fd, 1 << 20):
             digest.update(chunk)
             whole.update(chunk)
-        return whole.hexdigest()
+        return Seen(whole.hexdigest(), info.st_size, info.st_nlink)
     finally:
         os.close(fd)
 
 
+class Seen(NamedTuple):
+    """A notebook file as a fingerprint saw it: the SHA-256 of its bytes (None: not all read), its
+    size and its number of names on disk."""
+    sha256: str | None
+    size: int
+    links: int
+
+
 @dataclass(frozen=True)
 class Stamp:
-    """A submission's fingerprint (`value`), and the SHA-256 of each notebook's bytes as they were
-    when it was taken (`files`: by its path in the submission, "" for a file submission; None
-    where they were not all read): what the grader must have read for the grade to be recorded
-    under `value` (`graded_as_stamped`)."""
+    """A submission's fingerprint (`value`), and each regular notebook file as it was when it was
+    taken (`files`: by its path in the submission, "" for a file submission): what the grader
+    must have read for the grade to be recorded under `value` (`graded_as_stamped`)."""
     value: str
-    files: dict[str, str | None] = field(default_factory=dict)
+    files: dict[str, Seen] = field(default_factory=dict)
 
 
 def stamp(listed: Listing, version: str, options: str) -> Stamp:
@@ -102,20 +110,28 @@ def fingerprint(listed: Listing | Path, version: str, options: str, within: Path
 def graded_as_stamped(report: SubmissionReport, taken: Stamp) -> bool:
     """Whether every notebook the grader read, to tell the assignment by content
     (`SubmissionReport.read`) or to grade it (`NotebookReport.read`), was as `taken` saw it: the
-    same bytes, or, where it could not be read, not a regular file then either. When not (the
-    files changed between the plan and the grading, or were too large to hash), the grade must
-    not be recorded under `taken.value`, or a later run would keep it for files that were not
-    graded."""
+    same bytes, or, where the grader refused it, for a reason the file had then too (not a
+    regular file, its hard links, its size). When not (the files changed between the plan and
+    the grading, or were too large to hash), the grade must not be recorded under `taken.value`,
+    or a later run would keep it for files that were not graded."""
     reads = [report.read, *(notebook.read for notebook in report.notebooks)]
     if not all(isinstance(read, dict) for read in reads):
         return False
-    for path, digest in (item for read in reads for item in read.items()):
-        if digest is None:                  # not read: nor was it a regular file at the plan
-            if path in taken.files:
-                return False
-        elif not isinstance(digest, str) or taken.files.get(path) != digest:
-            return False
-    return True
+    return all(_as_seen(said, taken.files.get(path))
+               for read in reads for path, said in read.items())
+
+
+def _as_seen(said, seen: Seen | None) -> bool:
+    """Whether what the grader said of reading a file (notebooks._note_read) is what `seen` (None:
+    not a regular file when fingerprinted) leads to."""
+    if not isinstance(said, str):
+        return False
+    if not said.startswith("refused: "):
+        return seen is not None and seen.sha256 == said
+    why = said.removeprefix("refused: ")
+    if seen is None:
+        return why.startswith("kind ")
+    return why in (f"links {seen.links}", f"size {seen.size}") and why != "links 1"
 
 
 def previous_fingerprint(folder: Path) -> str | None:

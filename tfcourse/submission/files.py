@@ -49,10 +49,13 @@ def kind_of(mode: int) -> str:
 class Refused(Exception):
     """A file of the submission that is not read, and the note that says why."""
 
-    def __init__(self, template: str, params: dict, kind: str = ""):
+    def __init__(self, template: str, params: dict, kind: str = "", why: str = ""):
         super().__init__(template.format(**params))
         self.note = Note(template, params, "error")
         self.kind = kind                    # what the entry was, when that is the reason
+        # the reason in a word and a number ("kind link", "links 2", "size 300000000"): what
+        # the runner compares with the file as it fingerprinted it (batch/fingerprint.py)
+        self.why = why or (f"kind {kind}" if kind else "")
 
 
 def _refusal(shown: str, kind: str, wanted: str) -> Refused:
@@ -133,7 +136,7 @@ def read_inside(base: Path, parts: tuple[str, ...], limit_mb: float, skip: int =
         if info.st_nlink > 1:
             raise Refused("{name} has {links} names on disk (hard links); only a file of its own "
                           "is graded: copy it rather than link it",
-                          {"name": shown, "links": info.st_nlink})
+                          {"name": shown, "links": info.st_nlink}, why=f"links {info.st_nlink}")
         if info.st_size > limit:
             raise _too_large(shown, info.st_size, limit_mb)
         data, size = bytearray(info.st_size + 1), 0      # one byte more: to see it grow
@@ -155,7 +158,7 @@ def read_inside(base: Path, parts: tuple[str, ...], limit_mb: float, skip: int =
 def _too_large(shown: str, size: int, limit_mb: float) -> Refused:
     return Refused("the notebook {name} is {mb:.0f} MB, more than the {limit:.0f} MB a notebook "
                    "file may be; it was not read", {"name": shown, "mb": size / 1048576,
-                                                     "limit": limit_mb})
+                                                     "limit": limit_mb}, why=f"size {size}")
 
 
 def kind_inside(base: Path, parts: tuple[str, ...]) -> str:

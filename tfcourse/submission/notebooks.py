@@ -90,16 +90,16 @@ def read_notebook(path: NotebookFile | Path, size_limit_mb: float,
                   read: dict[str, str | None] | None = None) -> tuple[dict | None, list[Note]]:
     """The notebook as nbformat v4 JSON, or None, and notes on what was wrong with the file. A
     file larger than `size_limit_mb` is read without its outputs; one that is not a regular file
-    of its own, or is larger than the hard limit, is not read at all. `read`: where to note the
-    SHA-256 of the bytes read (None: none could be), by the file's path in the submission (""
-    for the submission itself), so that the runner can tell they are those it fingerprinted."""
+    of its own, or is larger than the hard limit, is not read at all. `read`: where to note what
+    reading gave (`_note_read`), by the file's path in the submission ("" for the submission
+    itself), so that the runner can tell it read what the runner fingerprinted."""
     found = path if isinstance(path, NotebookFile) else NotebookFile.at(path)
     name = found.shown
     try:
         data = read_inside(found.base, found.parts, max(found.limit_mb, size_limit_mb),
                            found.skip)
     except Refused as refused:
-        _note_read(read, found, None)
+        _note_read(read, found, f"refused: {refused.why}")
         return None, [refused.note]
     except OSError as error:
         _note_read(read, found, None)
@@ -113,8 +113,9 @@ CHANGED = "changed while read"          # a file read twice with other bytes (or
 
 
 def _note_read(read: dict[str, str | None] | None, found: NotebookFile, digest: str | None):
-    """Note in `read` what reading `found` gave: the SHA-256 of its bytes, None when it could not
-    be read; CHANGED when it was read before and gave something else."""
+    """Note in `read` what reading `found` gave: the SHA-256 of its bytes, "refused: " and why
+    when it was not read (Refused.why), None when it could not be; CHANGED when it was read
+    before and gave something else."""
     if read is not None:
         path = "/".join(found.parts[found.skip:])
         read[path] = CHANGED if read.get(path, digest) != digest else digest
