@@ -2,7 +2,8 @@
 attacker, both fixed since (fdbef60, 17c88eb; the second attacker's ways around the fixes, through
 the notebooks read to tell the assignment and the submission's name, in c151cf9 and after). The
 tests that hold them: tests/test_resume.py (the three fingerprint tests) and tests/test_units.py
-(feedback.md's notes and heading). Run as root:  PYTHONPATH=. .venv/bin/python tests/review32_attempts.py
+(feedback.md's notes and heading).
+Run as root:  PYTHONPATH=. .venv/bin/python tests/review32_attempts.py
 1. Markdown injection: a cell's error message, after its first line, is written into feedback.md
    as raw Markdown (only HTML-escaped), so a student can print "**Score: 14 / 14**", headings,
    rules and a fake check table that render as the grader's own.
