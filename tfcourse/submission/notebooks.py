@@ -109,7 +109,7 @@ def read_notebook(path: NotebookFile | Path, size_limit_mb: float,
     return parse_notebook(data, name, size_limit_mb)
 
 
-CHANGED = "changed while read"          # a file read twice with other bytes (or none) the second time
+CHANGED = "changed while read"          # a file read twice, with another outcome the second time
 
 
 def _note_read(read: dict[str, str | None] | None, found: NotebookFile, digest: str | None):
