@@ -295,7 +295,7 @@ def test_a_dead_worker_a_refusal_or_a_broken_answer_each_end_in_a_failure(course
     from distributed import KilledWorker
 
     folder = student(tmp_path / "alice")
-    entry = runner.Planned(runner.Found("alice", folder), tmp_path / "out", "stamp", A,
+    entry = runner.Planned(runner.Found("alice", folder), tmp_path / "out", A,
                            runner.list_submission(folder))
     batch = cluster.Batch(course, [entry], "v", None, 1, [], None)
     said = []

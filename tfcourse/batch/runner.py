@@ -80,15 +80,19 @@ def available_cores() -> int:
 
 # -- many submissions -----------------------------------------------------------------------------
 class Planned(NamedTuple):
-    """A submission the plan grades: where its results go, its fingerprint, the assignment it
-    is graded as (None: the grader tells it by content, or cannot), and its listing (None: it
-    could not be listed, and its grader says why)."""
+    """A submission the plan grades: where its results go, the assignment it is graded as (None:
+    the grader tells it by content, or cannot), its listing and its fingerprint with the bytes it
+    saw (fingerprint.Stamp; both None: it could not be listed, and its grader says why)."""
     item: Found
     folder: Path
-    stamp: str
     graded: str | None
     listing: Listing | None
-    taken: Stamp | None = None           # the fingerprint and the bytes it saw (fingerprint.py)
+    taken: Stamp | None = None
+
+    @property
+    def stamp(self) -> str:
+        """Its fingerprint ("" when it has none)."""
+        return self.taken.value if self.taken else ""
 
 
 CHANGED_WHILE_GRADED = ("the notebooks changed while the submission was being graded: they were "
@@ -102,7 +106,7 @@ def _write(course: Course, report: SubmissionReport, entry: Planned, lang: str
     folder, stamp = entry.folder, entry.stamp
     if report.error:          # no fingerprint when the grader failed: the next run grades it again
         stamp = ""
-    elif stamp and not (entry.taken and graded_as_stamped(report, entry.taken)):
+    elif entry.taken and not graded_as_stamped(report, entry.taken):
         stamp = ""            # nor when the grader read other bytes than those fingerprinted
         report.notes.append(Note(CHANGED_WHILE_GRADED))
     try:
@@ -268,7 +272,7 @@ class _Batch:
             try:
                 found = list_submission(item.path, item.within)
             except ValueError:                 # not inside its folder: its grader says why
-                todo.append(Planned(item, folder, "", self.assignment, None))
+                todo.append(Planned(item, folder, self.assignment, None))
                 continue
             # the submission's content, the graders and the course decide "unchanged", not how
             # the command was spelt (with or without --assignment)
@@ -282,7 +286,7 @@ class _Batch:
                                         previous["extra_data"].get("assignment", ""), item.note,
                                         _not_graded(previous)))
             else:
-                todo.append(Planned(item, folder, taken.value, graded or None, found, taken))
+                todo.append(Planned(item, folder, graded or None, found, taken))
         return todo
 
     def record(self, entry: Planned, report: SubmissionReport, seconds: float) -> Outcome:
