@@ -1,16 +1,14 @@
-"""The course's rule against torch's ready-made attention (tfcourse/submission/rules.py) and the
-sandbox's tripwire (tfcourse/sandbox/worker.py `_tripwire`).
+"""The course's rule against torch's ready-made attention, as the static rule reads it
+(tfcourse/submission/rules.py); the refusal at run time is tests/test_refusal.py's.
 
 - A fast layer, no grading: a few lines of student code -> which stubs break the rule, and what the
   message says. Each way of reaching torch's attention (directly, through a helper, an alias, a
   computed name, a private entry point, a change made by a top-level statement...) and each
   dynamic construct that can hide one is flagged; honest code, scratch comparisons with torch's
   attention included, is not. Deeply nested and invalid code never crashes the rule.
-- The tripwire, in a worker run in a child process: every entry point reachable from torch is
-  reported, on the second and later requests too, and calls while cells load are not.
 - End to end (grade_many, 01-attention): each of the five indirect paths of the finding earns
   exactly what its honest twin earns (the same code with the stub not written), and so does a
-  cheat that only the tripwire can see.
+  cheat that only the run-time refusal can see.
 """
 from __future__ import annotations
 
@@ -579,108 +577,9 @@ def test_deeply_nested_cheat_is_still_found(forbidden):
         ast.parse(deep)
 
 
-# -- the tripwire ------------------------------------------------------------------------------
-TRIPWIRE = r'''
-import json, os, sys, threading
-sys.path.insert(0, sys.argv[1])
-import channel, worker
-requests, replies = os.pipe(), os.pipe()
-threading.Thread(target=worker.Worker(requests[0], replies[1]).serve, daemon=True).start()
-number = 0
-def ask(op, **args):
-    global number
-    number += 1
-    channel.send(requests[1], {"id": number, "op": op, "args": args})
-    return channel.recv(replies[0])
-out = {"init": ask("init", threads=1, forbidden=json.loads(sys.argv[2]))["tripwires"]}
-out["setup"] = ask("exec", label="setup", source="import torch\nfrom torch import nn\n"
-                   "import torch.nn.functional as F\nq = torch.randn(2, 3, 4)\n")["tripwires"]
-def plain(reply):
-    return {"ok": reply["ok"], "tripwires": reply["tripwires"],
-            "error": (reply.get("error") or {}).get("message")}
-out["loading"] = plain(ask("exec", label="scratch",
-                           source="F.scaled_dot_product_attention(q, q, q)"))
-out["calls"] = {}
-for index, (name, expression) in enumerate(json.loads(sys.argv[3]).items()):
-    ask("exec", label=f"c{index}", source=f"def f{index}():\n    return {expression}\n")
-    out["calls"][name] = [plain(ask("call", fn=f"f{index}")) for _ in range(3)]
-out["wrapped"] = [name for name in ("F.scaled_dot_product_attention", "torch._C._nn.scaled_dot_"
-                  "product_attention", "F.multi_head_attention_forward") if hasattr(eval(
-                  name, worker.__dict__ | {"F": __import__("torch.nn.functional").nn.functional}),
-                  "__wrapped__")]
-print(json.dumps(out))
-'''
-ENTRY_POINTS = {
-    "F.scaled_dot_product_attention": ("F.scaled_dot_product_attention(q, q, q)",
-                                       ["torch.nn.functional.scaled_dot_product_attention"]),
-    "torch._C._nn": ("torch._C._nn.scaled_dot_product_attention(q, q, q)",
-                     ["torch._C._nn.scaled_dot_product_attention"]),
-    "aten packet": ("torch.ops.aten._scaled_dot_product_attention_math(q, q, q)",
-                    ["torch.ops.aten._scaled_dot_product_attention_math"]),
-    "aten overload": ("torch.ops.aten._scaled_dot_product_attention_math.default(q, q, q)",
-                      ["torch.ops.aten._scaled_dot_product_attention_math"]),
-    "aten public op": ("torch.ops.aten.scaled_dot_product_attention.default(q, q, q)",
-                       ["torch.ops.aten.scaled_dot_product_attention"]),
-    "aten flash kernel": ("torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q[None], "
-                          "q[None], q[None])",
-                          ["torch.ops.aten._scaled_dot_product_flash_attention_for_cpu"]),
-    "torch private": ("torch._scaled_dot_product_attention_math(q, q, q)",
-                      ["torch._scaled_dot_product_attention_math"]),
-    "torch._VF": ("torch._VF._scaled_dot_product_attention_math(q, q, q)",
-                  ["torch._VF._scaled_dot_product_attention_math"]),
-    "multi_head_attention_forward": (
-        "F.multi_head_attention_forward(q.transpose(0, 1), q.transpose(0, 1), q.transpose(0, 1), "
-        "4, 2, torch.randn(12, 4), None, None, None, False, 0.0, torch.randn(4, 4), None)[0]",
-        ["torch.nn.functional.multi_head_attention_forward"]),
-    "nn.MultiheadAttention": ("nn.MultiheadAttention(4, 2, batch_first=True)(q, q, q)[0]",
-                              ["torch.nn.MultiheadAttention"]),
-    "nn.modules.activation": ("nn.modules.activation.MultiheadAttention(4, 2)",
-                              ["torch.nn.MultiheadAttention"]),
-    "nn.TransformerEncoderLayer": ("nn.TransformerEncoderLayer(4, 2, 8, batch_first=True)(q)",
-                                   ["torch.nn.TransformerEncoderLayer"]),
-    "nn.Transformer": ("nn.Transformer(4, 2, 1, 1, 8)", ["torch.nn.Transformer"]),
-    # on another thread, whose stack holds no cell: the standard library's, not torch's, work
-    "a thread pool": ("__import__('concurrent.futures').futures.ThreadPoolExecutor(1).submit("
-                      "F.scaled_dot_product_attention, q, q, q).result()",
-                      ["torch.nn.functional.scaled_dot_product_attention"]),
-    # through the import machinery's helper, called with no import under way (a red team's)
-    "the import machinery": ("__import__('_frozen_importlib')._call_with_frames_removed("
-                             "F.scaled_dot_product_attention, q, q, q)",
-                             ["torch.nn.functional.scaled_dot_product_attention"]),
-}
-HONEST_CALL = "torch.softmax(q @ q.transpose(-1, -2), -1) @ q"
-
-
-@pytest.fixture(scope="module")
-def tripwire(forbidden):
-    calls = {name: expression for name, (expression, _) in ENTRY_POINTS.items()}
-    calls["honest"] = HONEST_CALL
-    run = subprocess.run([sys.executable, "-c", TRIPWIRE, str(ROOT / "tfcourse" / "sandbox"),
-                          json.dumps(forbidden), json.dumps(calls)],
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("entry", list(ENTRY_POINTS))
-def test_the_tripwire_reports_every_entry_point_on_every_request(tripwire, entry):
-    replies = tripwire["calls"][entry]
-    assert all(reply["ok"] for reply in replies), replies[0].get("error")
-    for reply in replies:                            # the first call, and the second and third
-        assert set(ENTRY_POINTS[entry][1]) <= set(reply["tripwires"]), reply["tripwires"]
-
-
-@pytest.mark.slow
-def test_the_tripwire_ignores_loading_and_honest_code_and_hands_out_no_original(tripwire):
-    assert [reply["tripwires"] for reply in tripwire["calls"]["honest"]] == [[], [], []]
-    assert tripwire["init"] == [] and tripwire["setup"] == []
-    assert tripwire["loading"]["ok"] and tripwire["loading"]["tripwires"] == []
-    assert tripwire["wrapped"] == []
-
-
+# -- the tables, on both sides ---------------------------------------------------------------
 def test_the_tables_are_standard_library_only_and_go_into_the_sandbox():
-    """The static rule and the tripwire read one table: the tripwire's copy of it is the module
+    """The static rule and the refusal read one table: the refusal's copy of it is the module
     itself, copied beside worker.py into the sandbox, where only the standard library (and
     torch, not needed here) can be imported."""
     from tfcourse.sandbox.launch import HARNESS
@@ -692,7 +591,7 @@ def test_the_tables_are_standard_library_only_and_go_into_the_sandbox():
                  if isinstance(node, ast.ImportFrom)}
     assert imported and imported <= sys.stdlib_module_names
     assert {"worker.py", "rulebook.py"} <= set(HARNESS)
-    assert "import rulebook\n" in (ROOT / "tfcourse" / "sandbox" / "worker.py").read_text()
+    assert "import rulebook\n" in (ROOT / "tfcourse" / "sandbox" / "refusal.py").read_text()
 
 
 def test_importing_the_tables_in_a_cell_reaches_the_harness(forbidden):

@@ -20,7 +20,7 @@ from .binds import (INSIDE_LIB, INSIDE_PYTHON, INSIDE_WORK, Binds, gpu_binds, in
 from .seccomp import student_filter
 from .settings import SandboxConfig, _unshare_flags
 
-HARNESS = ("worker.py", "channel.py", "rulebook.py")
+HARNESS = ("worker.py", "channel.py", "refusal.py", "rulebook.py")
 ALWAYS_HIDDEN = (Path("/root"), Path("/home"), Path("/tmp"))
 # Open files of each student's process (a student has no use for more)
 OPEN_FILES = 256

@@ -1,22 +1,21 @@
 """The student's side of the boundary: runs a submission's cells, then answers the grader's requests.
 
-Started by the trusted grader inside the sandbox, with this file, channel.py, rulebook.py and
-standins.py copied beside it. It holds no grader and no reference solution: it executes student
-code on inputs the grader sends and sends back what came out, as plain tensors and numbers. Every
-verdict is made on the other side, so nothing this process (or the student code in it) says can
+Started by the trusted grader inside the sandbox, with this file, channel.py, refusal.py,
+rulebook.py and standins.py copied beside it. It holds no grader and no reference solution: it
+executes student code on inputs the grader sends and sends back what came out, as plain tensors
+and numbers. Every verdict is made on the other side, so nothing this process (or the student code in it) says can
 award a point.
 """
 import argparse
 import builtins
 import contextlib
-import importlib
 import os
 import sys
 import time
 import traceback
 
 import channel
-import rulebook
+import refusal
 import torch
 
 try:                            # the course's stand-ins (autograder/standins.py), copied beside
@@ -44,10 +43,11 @@ class Worker:
                 return
             reply = self.answer(request)
             reply["id"] = request.get("id")
-            # What the tripwires (`_tripwire`) saw during this request. They append to this very
-            # list, so it is emptied in place. Calls while a cell loads are not reported: only a
-            # check's calls count against its stubs (the static rule reads the cells themselves),
-            # and a scratch cell run again after a restart must not cost a check its points.
+            # The refusals of torch's attention (refusal.py) during this request, recorded by the
+            # audit hook into this very list, so it is emptied in place. Those while a cell loads
+            # are not reported: only a check's count against its stubs (the static rule reads the
+            # cells themselves), and a scratch cell run again after a restart must not cost a
+            # check its points; the cell itself stops at the refused call.
             called = sorted(set(self.tripped))
             self.tripped.clear()
             reply["tripwires"] = [] if request.get("op") == "exec" else called
@@ -77,7 +77,10 @@ class Worker:
     # -- set-up and student code ------------------------------------------------------------
     def op_init(self, threads: int, forbidden: list):
         torch.set_num_threads(max(1, int(threads)))
-        self._tripwire([str(name) for name in forbidden])
+        # Before any student code: torch's attention refused at its dispatcher and in its Python
+        # code (refusal.py); an audit hook, which Python offers no way to remove, reports it.
+        sys.addaudithook(self._record_refusal)
+        refusal.refuse_attention([str(name) for name in forbidden])
         return {"pid": os.getpid()}
 
     def op_exec(self, label: str, source: str):
@@ -115,33 +118,37 @@ class Worker:
         return None
 
     def op_load(self, handle: str, state: dict):
-        result = self.handles[handle].load_state_dict(state, strict=False)
-        return {"missing": list(result.missing_keys), "unexpected": list(result.unexpected_keys)}
+        """Copy the grader's tensors into the module's parameters and buffers by name, as
+        `load_state_dict(strict=False)` would, but with torch's own functions captured before
+        any student code ran: a class that overrides load_state_dict, _load_from_state_dict,
+        named_parameters or copy_ loads what the grader sent all the same."""
+        return _load(self.handles[handle], state)
 
     def op_state(self, handle: str):
         """The module's parameters and buffers by every name they are reachable under."""
         module = self.handles[handle]
-        return {name: tensor.detach() for name, tensor in _named_tensors(module)}
+        return {name: _plain_tensor(tensor) for name, tensor in _named_tensors(module)}
 
     def op_method(self, handle: str, method: str = "forward", args=(), kwargs=None, train=False,
                   seed=None, swap_globals=None, grad=False):
         module = self.handles[handle]
-        if isinstance(module, torch.nn.Module):
-            module.train(train)
+        _set_training(module, train)
         target = module if method == "__call__" else getattr(module, method)
         return self._run(target, args, kwargs, seed, swap_globals, grad)
 
     def op_grad(self, handle: str, args=(), weights=None, method: str = "__call__"):
         """Gradients of sum(output * weights) for each parameter, under every name it has."""
         module = self.handles[handle]
-        module.train(False)
-        module.zero_grad(set_to_none=True)
+        _set_training(module, False)
+        parameters = list(_named_tensors(module, buffers=False))
+        for _, parameter in parameters:
+            _GRAD.__set__(parameter, None)
         target = module if method == "__call__" else getattr(module, method)
         with torch.enable_grad():
             out = target(*self._resolve(args))
             (out * weights).sum().backward()
-        return {name: p.grad for name, p in _named_tensors(module, buffers=False)
-                if p.grad is not None}
+        grads = {name: _GRAD.__get__(parameter) for name, parameter in parameters}
+        return {name: grad for name, grad in grads.items() if grad is not None}
 
     def op_attribute(self, handle: str, name: str):
         """An attribute the contract asks a module to keep (MultiHeadAttention's
@@ -171,10 +178,17 @@ class Worker:
         calls, recorder.calls = recorder.calls, []
         return calls
 
-    def op_train(self, recipe: str, entry: str, kwargs: dict, handle: str):
-        """Run the course's recipe cell against the student's code; keep the trained model."""
+    def op_train(self, recipe: str, entry: str, kwargs: dict, handle: str, init=None):
+        """Run the course's recipe cell against the student's code; keep the trained model.
+
+        With `init` (the grader's initial weights, by the contract's names), the recipe is handed
+        `prepare`: it starts the model it built from those weights and gives the optimiser the
+        parameters torch registered (read with torch's own functions, never the model's
+        parameters() or load_state_dict, which a class may override)."""
         scope = dict(self.namespace)
         exec(compile(recipe, "<recipe>", "exec"), scope)
+        if init is not None:
+            kwargs = {**kwargs, "prepare": lambda model: _prepare(model, init)}
         started = time.monotonic()
         model, losses = scope[entry](**kwargs)
         self.handles[handle] = model
@@ -202,6 +216,8 @@ class Worker:
         if isinstance(value, dict):
             if set(value) == {"$handle"}:
                 return self.handles[value["$handle"]]
+            if set(value) == {"$parameters"}:    # a module's parameters, as torch registered them
+                return _registered_parameters(self.handles[value["$parameters"]])
             return {key: self._resolve(item) for key, item in value.items()}
         if isinstance(value, list):
             return [self._resolve(item) for item in value]
@@ -259,146 +275,12 @@ class Worker:
                        if not _REQUIRES_GRAD(p)],
         }
 
-    def _tripwire(self, forbidden: list):
-        """Wrap torch's ready-made attention so that every call is reported with the reply to the
-        request it happened in (`serve` reads and empties `self.tripped`, the list every wrapper
-        appends to). Wrapped: the names in course.yaml `rules.forbidden` and what else in torch
-        reaches the same code: the functions of torch, torch.nn.functional, torch._C._nn and
-        torch._VF named like them (RELATIVES, the table of rulebook.py that the static rule reads
-        too), the torch.ops.aten operators and their overloads (torch.ops.aten._scaled_dot_
-        product_attention_math.default), and __init__ and forward of the classes
-        (nn.MultiheadAttention, nn.Transformer*, under every name they have). The wrappers have
-        no __wrapped__.
-
-        The student's code runs in this process, so it can undo this (or find the original
-        function some other way): the static rule (submission/rules.py) is the main defence, and
-        this the second net, for what that rule cannot see."""
-        matchers = [(last, pattern) for _, last, pattern in rulebook.matchers(forbidden)]
-
-        def named_like(name: str) -> bool:
-            return any(name == last or (pattern is not None and pattern.search(name))
-                       for last, pattern in matchers)
-
-        for dotted in forbidden:
-            module_name, _, attribute = dotted.rpartition(".")
-            try:
-                _wrap(importlib.import_module(module_name), attribute, dotted, self.tripped)
-            except ImportError:
-                continue
-        if not matchers:
-            return
-        for prefix, namespace in _namespaces().items():
-            names = set(dir(namespace))
-            if prefix == "torch._VF":                # a module that forwards to this class
-                names |= set(dir(torch._C._VariableFunctions))
-            for name in sorted(names):
-                if not name.startswith("__") and named_like(name):
-                    _wrap(namespace, name, f"{prefix}.{name}", self.tripped)
-        _wrap_operators(named_like, self.tripped)
-
-
-# -- the tripwire's pieces -----------------------------------------------------------------------
-_INSIDE_TORCH = os.path.dirname(torch.__file__) + os.sep
-
-
-def _from_torch() -> bool:
-    """Whether the call is torch's own work at an import (registering or looking up its
-    operators, say) rather than the student's: going up from the caller, only torch's
-    frames, then the top level of one of torch's modules, run by the import machinery.
-    Everything else counts: a call from a cell, through torch (CausalBias, a functional
-    wrapper) or the standard library (functools.partial, a thread pool's worker, the
-    import machinery's own helpers called directly), a thread with no cell at all.
-    Called by a wrapper, so the caller is two frames up."""
-    frame, last = sys._getframe(2), None
-    while frame is not None and frame.f_code.co_filename.startswith(_INSIDE_TORCH):
-        frame, last = frame.f_back, frame
-    return (frame is not None and last is not None and last.f_code.co_name == "<module>"
-            and frame.f_code.co_filename.startswith("<frozen importlib"))
-
-
-def _reporting(function, reported: str, tripped: list):
-    def wrapped(*args, **kwargs):
-        if not _from_torch():
-            tripped.append(reported)
-        return function(*args, **kwargs)
-    for attribute in ("__name__", "__qualname__", "__doc__", "__module__"):
-        try:
-            setattr(wrapped, attribute, getattr(function, attribute))
-        except (AttributeError, TypeError):
-            pass
-    wrapped._tripwire = reported
-    return wrapped
-
-
-class _Operator:
-    """In place of torch.ops.aten.<name>: calling it, or an overload of it, is reported."""
-
-    def __init__(self, target, reported: str, tripped: list):
-        self._target, self._reported, self._tripped = target, reported, tripped
-
-    def __call__(self, *args, **kwargs):
-        if not _from_torch():
-            self._tripped.append(self._reported)
-        return self._target(*args, **kwargs)
-
-    def __getattr__(self, name: str):
-        value = getattr(self._target, name)     # an overload (.default) is the operator
-        if isinstance(value, torch._ops.OpOverload):   # too; .name() and such are not
-            return _Operator(value, self._reported, self._tripped)
-        return value
-
-
-def _wrap(owner, attribute: str, reported: str, tripped: list) -> None:
-    """Report every call of `owner.attribute`: a function, or a class's __init__ and forward."""
-    try:
-        original = getattr(owner, attribute)
-    except (AttributeError, ImportError, RuntimeError):
-        return
-    if getattr(original, "_tripwire", None) or isinstance(original, _Operator):
-        return
-    if isinstance(original, type):           # the class itself, whatever its names
-        for method in ("__init__", "forward"):
-            inner = original.__dict__.get(method)
-            if inner is not None and not getattr(inner, "_tripwire", None):
-                setattr(original, method, _reporting(inner, reported, tripped))
-    elif callable(original):
-        try:
-            setattr(owner, attribute, _reporting(original, reported, tripped))
-        except (AttributeError, TypeError):  # an immutable type (_VariableFunctions)
-            pass
-
-
-def _namespaces() -> dict:
-    """The modules of torch whose members named like a forbidden API are wrapped."""
-    namespaces = {"torch": torch, "torch.nn.functional": torch.nn.functional,
-                  "torch._C._nn": torch._C._nn, "torch._VF": torch._VF, "torch.nn": torch.nn,
-                  "torch.nn.modules.activation": torch.nn.modules.activation,
-                  "torch.nn.modules.transformer": torch.nn.modules.transformer}
-    try:                                 # attention biases that call the fused kernels
-        import torch.nn.attention.bias as biases
-        namespaces["torch.nn.attention.bias"] = biases
-    except ImportError:
-        pass
-    return namespaces
-
-
-def _wrap_operators(named_like, tripped: list) -> None:
-    """torch.ops.aten's operators named like a forbidden API, each in an _Operator."""
-    try:
-        operators = torch._C._dispatch_get_all_op_names()
-    except (AttributeError, RuntimeError):
-        operators = []
-    for full in sorted(operators):
-        namespace, _, name = full.partition("::")
-        name = name.split(".")[0]
-        if namespace == "aten" and named_like(name):
-            try:
-                packet = getattr(torch.ops.aten, name)
-            except (AttributeError, RuntimeError):
-                continue
-            if not isinstance(packet, _Operator):
-                setattr(torch.ops.aten, name, _Operator(packet, f"torch.ops.aten.{name}",
-                                                        tripped))
+    def _record_refusal(self, event: str, args) -> None:
+        """The audit hook: a refusal of torch's attention (refusal.py) is reported with the reply
+        to the request it happened in. Only ever costs the student points, so the student
+        raising the event itself changes nothing for them."""
+        if event == refusal.AUDIT_EVENT:
+            self.tripped.append(str(args[0]) if args else "torch's attention")
 
 
 _MISSING = object()
@@ -418,7 +300,84 @@ def _identity(thing) -> int:
 # optimizer use) with torch's own functions, captured before any student code runs: a student's
 # class that overrides named_parameters or named_modules does not change what the grader sees.
 _GET = object.__getattribute__
+_SET = object.__setattr__
 _REQUIRES_GRAD = torch._C.TensorBase.__dict__["requires_grad"].__get__
+_GRAD = torch._C.TensorBase.__dict__["grad"]          # a data descriptor: __get__, __set__
+_COPY = torch._C.TensorBase.copy_
+_DETACH = torch._C.TensorBase.detach
+_AS_SUBCLASS = torch._C.TensorBase.as_subclass
+_NO_TORCH_FUNCTION = torch._C.DisableTorchFunctionSubclass
+_NO_GRAD = torch.no_grad
+_MODULE, _PARAMETER = torch.nn.Module, torch.nn.Parameter
+
+
+def _plain_tensor(tensor):
+    """The tensor's data as a plain torch.Tensor, asking no subclass's methods (a subclass of
+    Parameter could override detach, or intercept it through __torch_function__)."""
+    with _NO_TORCH_FUNCTION():
+        out = _DETACH(tensor)
+        return out if type(out) is torch.Tensor else _AS_SUBCLASS(out, torch.Tensor)
+
+
+def _set_training(module, mode: bool) -> None:
+    """module.train(mode), without asking the module (a class may override train)."""
+    if isinstance(module, _MODULE):
+        for _, each in _named_modules(module):
+            _SET(each, "training", bool(mode))
+
+
+def _load(module, state: dict) -> dict:
+    """load_state_dict(state, strict=False) with torch's own functions: {"missing", "unexpected"}
+    lists of names."""
+    if not isinstance(module, _MODULE):
+        raise TypeError(f"a {type(module).__name__} is not a torch.nn.Module")
+    own = dict(_named_tensors(module))
+    for name, value in state.items():
+        if name in own:
+            if tuple(own[name].shape) != tuple(value.shape):
+                raise RuntimeError(f"size mismatch for {name}: copying a param with shape "
+                                   f"{list(value.shape)}, the shape in the current model is "
+                                   f"{list(own[name].shape)}")
+            with _NO_GRAD():
+                _COPY(own[name], value)
+    return {"missing": [name for name in own if name not in state],
+            "unexpected": [name for name in state if name not in own]}
+
+
+def _prepare(model, init: dict) -> list:
+    """The recipe's `prepare(model)` in a grading: the grader's initial weights copied into the
+    model's parameters by name, and those parameters (each once) for the optimiser."""
+    if not isinstance(model, _MODULE):
+        raise TypeError(f"the model is a {type(model).__name__}, not a torch.nn.Module")
+    by_name = dict(_named_tensors(model, buffers=False))
+    parameters = _registered_parameters(model)
+    missing = [name for name in init if name not in by_name]
+    if missing:
+        raise RuntimeError(f"the model has no parameter {missing[0]}: keep the assignment's "
+                           "names (the grader starts training from its own initial weights, by "
+                           "name)")
+    with _NO_GRAD():
+        for name, value in init.items():
+            if tuple(by_name[name].shape) != tuple(value.shape):
+                raise RuntimeError(f"the model's {name} has the shape {list(by_name[name].shape)}"
+                                   f", the assignment's {list(value.shape)}")
+            _COPY(by_name[name], value)
+    return parameters
+
+
+def _registered_parameters(model) -> list:
+    """The module's parameters as torch registered them, each once (what model.parameters()
+    gives, unless the class overrides it), for an optimiser; each a plain nn.Parameter (a
+    subclass could report gradients or values of its own)."""
+    if not isinstance(model, _MODULE):
+        raise TypeError(f"the model is a {type(model).__name__}, not a torch.nn.Module")
+    unique = {}
+    for name, parameter in _named_tensors(model, buffers=False):
+        if type(parameter) is not _PARAMETER:
+            raise TypeError(f"the model's parameter {name} is a {type(parameter).__name__}, not "
+                            "a torch.nn.Parameter: register plain nn.Parameter objects")
+        unique.setdefault(id(parameter), parameter)
+    return list(unique.values())
 
 
 def _named_modules(module, prefix="", seen=None):

@@ -46,14 +46,16 @@ import traceback
 
 # What the worker imports (so that the fork has it already), and torch.
 import channel  # noqa: F401
+import refusal  # noqa: F401
 import torch  # noqa: F401
 
-# torch._dynamo, which the worker's tripwire imports (through torch.nn.attention.bias) and so does
+# torch._dynamo, which the worker's refusal imports (through torch.nn.attention.bias) and so does
 # a process's first optimizer: 1.3 CPU seconds in torch 2.13, paid here once rather than by every
-# student's process. It starts no thread.
+# student's process, with the other modules the refusal imports. It starts no thread.
 with contextlib.suppress(Exception):
     import torch._dynamo  # noqa: F401
-    import torch.nn.attention.bias  # noqa: F401
+    for _module in refusal.EAGER_MODULES:
+        __import__(_module)
 
 try:
     import standins  # noqa: F401
