@@ -13,8 +13,8 @@ import secrets
 import torch
 
 from tfcourse.submission.framework import (Fail, as_tensor, close, expect_kind, expect_shape,
-                                           expect_varies, first_match, parameter_shapes, swapped,
-                                           under)
+                                           expect_varies, first_match, largest_gap,
+                                           parameter_shapes, swapped, under)
 from tfcourse.submission.reference import recipe_source
 from . import standins
 from tfcourse.sandbox.session import StudentError
@@ -1277,6 +1277,33 @@ def _expect_embedding_trained(before, after) -> None:
                    "torch.no_grad(), nor detach the pooled vector")
 
 
+def _expect_regressor_moved(init: dict, model: torch.nn.Module) -> None:
+    """Training changed each of the student's own parameters from the grader's start: a
+    regressor whose output does not depend on a weight leaves it where it started."""
+    trained = dict(model.named_parameters())
+    still = [name for name, start in init.items() if torch.equal(trained[name].detach(), start)]
+    if still:
+        raise Fail("training left {name} exactly at the weights the grader started it from: the "
+                   "regressor's output does not depend on it (the points are for the model you "
+                   "wrote, trained)", name=still[0])
+
+
+def _expect_own_regressor(ctx, student, model: torch.nn.Module, mean_batch) -> None:
+    """The student's own forward, on its trained weights, predicts what the assignment's
+    regressor predicts on them, on sequences drawn now: the weights judged are its model's."""
+    tokens, _ = mean_batch(16, generator=torch.Generator().manual_seed(secrets.randbits(62)))
+    got = expect_kind(expect_shape(student.run(tokens, swap_globals=POSITIONS), (16,),
+                                   "the trained regressor's predictions"), "floating",
+                      "the trained regressor's predictions")
+    with torch.no_grad():
+        expected = model(tokens)
+    if not close(got.to(expected.dtype), expected, 1e-4, 1e-4):
+        raise Fail("the trained regressor's own forward does not compute the assignment's "
+                   "regressor on its trained weights (largest difference {gap:.2g}, on sequences "
+                   "drawn after training): the points are for the model you wrote, trained",
+                   gap=largest_gap(got.to(expected.dtype), expected))
+
+
 def test_regressor_trained(ctx):
     """Train in the student's process with the notebook's recipe; judge the weights here.
 
@@ -1303,12 +1330,25 @@ def test_regressor_trained(ctx):
         student.swap(f"layers.{index}", handle)
         twins.append(twin)
         handles.append(handle)
+    # Training starts from the grader's weights (the reference's), loaded by the harness with
+    # torch's own functions: weights pasted into __init__ are gone; and the optimiser gets the
+    # parameters torch registered, whatever the class's parameters() says.
+    init = {name: weight.detach().clone() for name, weight in ctx.reference_module(
+        "EncoderRegressor", seed=regression.seed, **options).named_parameters()
+        if not under(name, ["layers"])}
+    loaded = ctx.request("load", handle=student.name, state=init)
+    missing = [name for name in init if name in loaded.get("unexpected", [])] \
+        if isinstance(loaded, dict) else []
+    if missing:
+        raise Fail("the regressor has no parameter {name}: keep the assignment's names (see "
+                   "regressor.structure)", name=missing[0])
     before = ctx.request("state", handle=student.name)
     ctx.request("exec", label="recipe", source=recipe)
     try:
         losses = ctx.request("call", timeout=ctx.course.limit("training_seconds"),
                              fn="fit_regressor", args=[student.ref()],
-                             kwargs={"seed": regression.seed, "progress": False},
+                             kwargs={"seed": regression.seed, "progress": False,
+                                     "parameters": {"$parameters": student.name}},
                              swap_globals=POSITIONS, seed=None, grad=True)  # gradients on: it trains
     except StudentError:
         _expect_refused_mask(handles, options["num_heads"])
@@ -1328,6 +1368,8 @@ def test_regressor_trained(ctx):
     _expect_embedding_trained(before, state)
     _trained_regressor_weights(state, model)
     model.eval()
+    _expect_regressor_moved(init, model)
+    _expect_own_regressor(ctx, student, model, scope["mean_batch"])
 
     eval_seed = secrets.randbits(62)              # drawn now, after training: nobody can know it
     ctx.extra["regressor_eval_seed"] = eval_seed

@@ -14,8 +14,9 @@ import secrets
 import torch
 
 from tfcourse.sandbox.session import StudentError
-from tfcourse.submission.framework import Fail, as_tensor, close, dtype_kind, expect_kind, \
-    expect_shape, expect_varies, first_match, parameter_shapes
+from tfcourse.submission.framework import (Fail, Handle, as_tensor, close, dtype_kind,
+                                           expect_kind, expect_shape, expect_varies, first_match,
+                                           largest_gap, parameter_shapes)
 from tfcourse.submission.reference import recipe_source
 from . import standins
 
@@ -502,6 +503,38 @@ def _trained_weights(ctx, state, model: torch.nn.Module) -> None:
     model.load_state_dict(weights, strict=True)
 
 
+def _expect_moved(init: dict, model: torch.nn.Module) -> None:
+    """Training changed every parameter: a model whose output does not depend on its weights
+    (a forward that multiplies them by 0) leaves them where the grader started them."""
+    trained = dict(model.named_parameters())
+    still = [name for name, start in init.items() if torch.equal(trained[name].detach(), start)]
+    if still:
+        raise Fail("training left {name} exactly at the weights the grader started it from: the "
+                   "model's output does not depend on it (the points are for the model you wrote, "
+                   "trained)", name=still[0])
+
+
+def _expect_own_forward(ctx, model: torch.nn.Module, vocab: int) -> None:
+    """The student's own forward, on its trained weights, computes what the assignment's
+    Transformer computes on them, on inputs drawn now: the weights judged are the student's
+    model's. Compared as log-probabilities (logits up to a per-row constant, which neither the
+    loss nor greedy decoding sees)."""
+    generator = torch.Generator().manual_seed(secrets.randbits(62))
+    src = torch.randint(0, 10, (8, 10), generator=generator)
+    tgt_in = torch.randint(0, vocab, (8, 10), generator=generator)
+    got = expect_kind(expect_shape(Handle(ctx, "trained").run(src, tgt_in), (8, 10, vocab),
+                                   "the trained model's logits"), "floating",
+                      "the trained model's logits")
+    with torch.no_grad():
+        expected = model(src, tgt_in).log_softmax(-1)
+    got = got.to(expected.dtype).log_softmax(-1)
+    if not close(got, expected, 1e-3, 1e-3):
+        raise Fail("the trained model's own forward does not compute the assignment's Transformer "
+                   "on its trained weights (largest difference {gap:.2g} in log-probabilities, on "
+                   "sequences drawn after training): the points are for the model you wrote, "
+                   "trained", gap=largest_gap(got, expected))
+
+
 def _expect_schedule_shape(ctx) -> None:
     """The recipe uses noam_rate(s) / noam_rate(warmup), so only the shape of the student's
     schedule reaches the training: a constant would train too, on another schedule. The points
@@ -530,23 +563,32 @@ def test_trained_accuracy(ctx):
     limit = ctx.course.limit("training_seconds")
     recipe = recipe_source(ctx.course, ctx.assignment.id)
     _expect_schedule_shape(ctx)
+    scope = dict(ctx.ref)                       # the recipe's settings (course code, trusted)
+    exec(compile(recipe, "<recipe>", "exec"), scope)
+    settings = scope["RECIPE"]
+
+    def reference_model():
+        torch.manual_seed(training.seed)        # as the recipe seeds the student's model
+        return ctx.ref["Transformer"](scope["VOCAB_SIZE"], d_model=settings["d_model"],
+                                      dropout=settings["dropout"])
+
+    # The training starts from the grader's weights (the reference's under the recipe's seed),
+    # loaded by the harness with torch's own functions: weights pasted into __init__ are gone.
+    init = {name: p.detach().clone() for name, p in reference_model().named_parameters()}
     result = ctx.request("train", timeout=limit, recipe=recipe, entry="train_sorter",
                          kwargs={"seed": training.seed, "progress": False},
-                         handle="trained")
+                         handle="trained", init=init)
     losses = result.get("losses") if isinstance(result, dict) else None
     if isinstance(losses, list) and losses and isinstance(losses[-1], (int, float)) and \
             math.isfinite(losses[-1]):
         ctx.extra["final_loss"] = round(float(losses[-1]), 4)
     if isinstance(result, dict) and isinstance(result.get("seconds"), (int, float)):
         ctx.extra["training_seconds"] = round(float(result["seconds"]), 2)
-    scope = dict(ctx.ref)                       # the recipe's settings (course code, trusted)
-    exec(compile(recipe, "<recipe>", "exec"), scope)
-    settings = scope["RECIPE"]
-    torch.manual_seed(0)
-    model = ctx.ref["Transformer"](scope["VOCAB_SIZE"], d_model=settings["d_model"],
-                                   dropout=settings["dropout"])
+    model = reference_model()
     _trained_weights(ctx, ctx.request("state", handle="trained"), model)
     model.eval()
+    _expect_moved(init, model)
+    _expect_own_forward(ctx, model, scope["VOCAB_SIZE"])
 
     eval_seed = secrets.randbits(62)              # drawn now, after training: nobody can know it
     ctx.extra["eval_seed"] = eval_seed
