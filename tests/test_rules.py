@@ -386,8 +386,9 @@ CHEATS = {
     "an alias of sys, modules written": (
         ["import sys", sdpa("q"), 's = sys\ns.modules["torch.nn.functional"] = None'], ALL,
         ["may be changed by code that uses sys.modules (cell 3, line 2)"]),
-    "sys in a list": (["import sys", sdpa('[sys][0].modules["torch.nn.functional"].softmax(q, -1)')],
-                      SD, ["sys.modules (cell 2, line 3), which reaches modules as a dictionary"]),
+    "sys in a list": ([
+        "import sys", sdpa('[sys][0].modules["torch.nn.functional"].softmax(q, -1)')], SD,
+        ["sys.modules (cell 2, line 3), which reaches modules as a dictionary"]),
     "an alias of importlib": ([
         "import importlib", sdpa('m.import_module("torch.nn.func" + "tional").softmax(q, -1)'),
         "m = importlib"], SD, ["importlib"]),
@@ -396,8 +397,9 @@ CHEATS = {
         sdpa('(importlib,)[0].import_module("torch.nn.func" + "tional").softmax(q, -1)')], SD,
         ["importlib.import_module (cell 2, line 3)"]),
     "an alias of builtins": ([
-        "import builtins", "b = builtins", sdpa('b.getattr(F, "scaled_dot_product_attention")(q, k, v)')],
-        SD, ['getattr(torch.nn.functional, "scaled_dot_product_attention")', READY]),
+        "import builtins", "b = builtins",
+        sdpa('b.getattr(F, "scaled_dot_product_attention")(q, k, v)')], SD,
+        ['getattr(torch.nn.functional, "scaled_dot_product_attention")', READY]),
     "builtins unpacked, setattr on torch": ([
         "import builtins", ATTEND_HELPER, sdpa("q.attend(k, v)"),
         'b, n = builtins, 1\nb.setattr(torch.Tensor, "attend", _attend)'], ALL,
