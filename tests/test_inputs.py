@@ -750,3 +750,101 @@ def test_a_notebook_renamed_in_its_folder_is_noted_one_given_alone_is_not(course
     flat.write_bytes((ROOT / "release" / A / NOTEBOOK).read_bytes())
     _, notes = notes_of(course, flat)
     assert not [note for note in notes if "in its place" in note], notes
+
+
+# -- data posing as code: course.yaml limits.code_kb and limits.literal_kb ----------------------
+def _hex(kb: float) -> str:
+    """`kb` KB of hex digits that look like packed weights."""
+    return "".join(f"{i * 2654435761 % 2**32:08x}" for i in range(int(kb * 1024) // 8))
+
+
+LOAD = "import torch\nWEIGHTS = torch.frombuffer(bytearray(DATA), dtype=torch.uint8)\n"
+# what a student might paste to load trained weights in __init__: too much code (code_kb) ...
+TOO_MUCH_CODE = {
+    "a 239 KB hex string": f'DATA = bytes.fromhex("{_hex(239)}")\n' + LOAD,
+    "30,000 floats in a list": "DATA = [" + ", ".join(f"{(i * 0.618034) % 1:.6f}"
+                                                     for i in range(30_000)) + "]\n",
+    "bytes.fromhex of a long string": f'HEX = "{_hex(100)}"\nDATA = bytes.fromhex(HEX)\n' + LOAD,
+}
+# ... or, under that, too much literal data (literal_kb)
+TOO_MUCH_DATA = {
+    "8 KB of hex": f'HEX = "{_hex(8)}"\nDATA = bytes.fromhex(HEX)\n' + LOAD,
+    "2,000 floats in a list": "DATA = [" + ", ".join(f"{(i * 0.618034) % 1:.4f}"
+                                                    for i in range(2_000)) + "]\n",
+    "a 6 KB bytes literal": 'DATA = b"' + "WXYZ" * 1536 + '"\n' + LOAD,
+    "a long tuple of ints": "DATA = (" + ", ".join(str(i * 7919 % 256) for i in range(2_000)) +
+                            ")\n" + LOAD,
+    "an expression of many constants": "SCALE = " + " + ".join(str(i * 31 % 997) for i in
+                                                               range(2_000)) + "\n",
+    "many small strings": "\n".join(f'W{i} = "{_hex(0.03)}"' for i in range(200)) + "\n",
+}
+
+
+def _run(course, folder: Path, data: str):
+    from conftest import solution_cells
+    from tfcourse.submission.run import NotebookRun
+    answers = {"sdpa-code": solution_cells(A)["sdpa-code"] + "\n\n" + data}
+    submission = make_submission(folder, A, answers) / NOTEBOOK
+    return NotebookRun(course, course.assignment(A), NOTEBOOK, submission, None)
+
+
+@pytest.mark.parametrize("case", list(TOO_MUCH_CODE) + list(TOO_MUCH_DATA))
+def test_data_pasted_into_code_is_not_graded(course, tmp_path, case):
+    from tfcourse.submission.run import NotGraded
+    data = {**TOO_MUCH_CODE, **TOO_MUCH_DATA}[case]
+    run = _run(course, tmp_path / "pasted", data)
+    with pytest.raises(NotGraded) as refused:
+        run.context()
+    text = refused.value.template.format(**refused.value.params)
+    if case in TOO_MUCH_CODE:
+        assert len(data) > course.limit("code_kb") * 1024
+        assert text.startswith("not graded: your code in this notebook is ") and \
+            text.endswith(f"KB, more than the {course.limit('code_kb'):.0f} KB allowed"), text
+    else:
+        assert len(data) < course.limit("code_kb") * 1024 - 4096          # not its code's size
+        assert text.startswith("not graded: your code in this notebook holds "), text
+        assert f"more than the {course.limit('literal_kb'):g} KB allowed (limits.literal_kb); " \
+            "data pasted into code, such as trained weights, does not count as your work" in text
+    assert run.session is None and run.static is None      # nothing ran, nothing was checked
+
+
+def _graded(course, monkeypatch, assignment: str, path: Path):
+    """The notebook's run up to its checks' context, the student's process not started."""
+    from tfcourse.sandbox.session import StudentSession
+    from tfcourse.submission.run import NotebookRun
+    monkeypatch.setattr(StudentSession, "start", lambda session: None)
+    run = NotebookRun(course, course.assignment(assignment), path.name, path, None)
+    run.context()
+    return run
+
+
+def test_the_solutions_and_the_alternatives_fit_the_limits(course, tmp_path, monkeypatch):
+    """Every solution notebook and every alternative of tests/alternatives.py (each earns full
+    marks) is graded: its code and its literal data are well within code_kb and literal_kb."""
+    import nbformat
+    from alternatives import ALTERNATIVES
+    from conftest import NOTEBOOK_OF
+    from tfcourse.submission.literals import literal_bytes
+    notebooks = [(a, ROOT / "solutions" / a / name) for a, name in NOTEBOOK_OF.items()]
+    for alt in ALTERNATIVES:
+        def add(nb, alt=alt):
+            nb.cells.extend(nbformat.v4.new_code_cell(text) for text in alt.added.values())
+        folder = make_submission(tmp_path / alt.name, alt.assignment, alt.answers, edit=add)
+        notebooks.append((alt.assignment, folder / NOTEBOOK_OF[alt.assignment]))
+    for assignment, path in notebooks:
+        run = _graded(course, monkeypatch, assignment, path)
+        assert run.refusal is None and run.static is not None, (path, run.refusal)
+        student = [cell.source for cell in run.program.cells if cell.from_student]
+        assert sum(map(len, student)) < course.limit("code_kb") * 1024 / 3, path
+        assert literal_bytes(student) < course.limit("literal_kb") * 1024 / 8, path
+
+
+def test_literal_data_counts_strings_bytes_and_numbers_but_not_docstrings():
+    from tfcourse.submission.literals import literal_bytes
+    assert literal_bytes(['"""A docstring."""\nclass A:\n    """Its docstring."""\n'
+                          '    def f(self):\n        """And its."""\n        return 1\n']) == 1
+    assert literal_bytes(['x = "abc" + b"de".decode()', "y = [1.5, -2, 0x10, True, None]",
+                          'z = f"{x}ab"', 'print("ñ")']) == 3 + 2 + (3 + 1 + 4) + 2 + 2
+    assert literal_bytes(['x = "not valid', "def broken(:"]) == 0
+    deep = "x = " + " + ".join(["1"] * 3000)       # deeper than the default parser goes
+    assert literal_bytes([deep]) == 3000

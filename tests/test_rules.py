@@ -61,6 +61,8 @@ SD = {"scaled_dot_product_attention"}
 MHA = {"MultiHeadAttention"}
 READY = "torch's ready-made attention"
 HIDE = "can hide torch's ready-made attention from this check"
+# torch's attention under an innocent name, for a change to torch to install
+ATTEND_HELPER = "def _attend(self, k, v):\n    return F.scaled_dot_product_attention(self, k, v)"
 
 # id -> (cells, the stubs charged, words their messages must hold: for each stub, or by stub)
 CHEATS = {
@@ -321,6 +323,99 @@ CHEATS = {
     "setattr with a computed name on a torch module": ([
         sdpa("F.attend(q, k, v)"), 'NAME = "attend"\nsetattr(F, NAME, F.softmax)'], ALL,
         ["setattr with a computed name (held in `NAME`) on torch.nn.functional (cell 2, line 2)"]),
+    # -- values, not names: whatever is bound from torch is torch -------------------------------
+    # (a change to it counts against every stub, and the message says what was changed, where)
+    **{case: ([ATTEND_HELPER, sdpa("q.attend(k, v)"), change], ALL,
+              ["uses _attend, which uses torch.nn.functional.scaled_dot_product_attention (cell 1, "
+               f"line 2), {READY}, through the change to {what} (cell 3, line {line})"])
+       for case, (change, what, line) in {
+           "an alias of torch changed": (
+               "alias = torch\nalias.Tensor.attend = _attend", "torch.Tensor.attend", 2),
+           "setattr on an alias of torch": (
+               'alias = torch\nsetattr(alias.Tensor, "attend", _attend)', "torch.Tensor.attend", 2),
+           "setattr on an alias of torch.Tensor": (
+               'T = torch.Tensor\nsetattr(T, "attend", _attend)', "torch.Tensor.attend", 2),
+           "an alias of torch.Tensor changed": (
+               "T = torch.Tensor\nT.attend = _attend", "torch.Tensor.attend", 2),
+           "an alias of a torch module changed": (
+               "G = F\nG.attend = _attend", "torch.nn.functional.attend", 2),
+           "an alias of nn.Module, forward": (
+               "M = nn.Module\nM.forward = _attend", "torch.nn.Module.forward", 2),
+           "an alias of nn.Module, __call__": (
+               "M = nn.Module\nM.__call__ = _attend", "torch.nn.Module.__call__", 2),
+           "torch in a list": ("[torch][0].Tensor.attend = _attend", "torch.Tensor.attend", 1),
+           "torch in a tuple": ("(torch,)[0].Tensor.attend = _attend", "torch.Tensor.attend", 1),
+           "torch in a dict": ('{"t": torch}["t"].Tensor.attend = _attend',
+                               "torch.Tensor.attend", 1),
+           "torch in a list held in a name": (
+               "box = [1, torch]\nbox[1].Tensor.attend = _attend", "torch.Tensor.attend", 2),
+           "torch unpacked": ("a, b = torch, 1\na.Tensor.attend = _attend",
+                              "torch.Tensor.attend", 2),
+           "torch unpacked beside a star": (
+               "a, *rest = torch, 1\na.Tensor.attend = _attend", "torch.Tensor.attend", 2),
+           "torch unpacked into the star": (
+               "a, *rest = 1, torch, 2\nrest[0].Tensor.attend = _attend", "torch.Tensor.attend", 2),
+           "torch unpacked from a name": (
+               "pair = (torch, 1)\nt, n = pair\nt.Tensor.attend = _attend", "torch.Tensor.attend",
+               3),
+           "a loop over torch": ("for t in (torch,):\n    t.Tensor.attend = _attend",
+                                 "torch.Tensor.attend", 2),
+           "a loop over pairs": ("for t, n in [(torch, 1)]:\n    t.Tensor.attend = _attend",
+                                 "torch.Tensor.attend", 2),
+           "with ... as": ("import contextlib\nwith contextlib.nullcontext(torch) as t:\n"
+                           "    t.Tensor.attend = _attend", "torch.Tensor.attend", 3),
+           "a walrus": ("(t := torch).Tensor.attend = _attend", "torch.Tensor.attend", 1),
+           "a walrus, then its name": ("if (t := torch):\n    t.Tensor.attend = _attend",
+                                       "torch.Tensor.attend", 2),
+           "a conditional expression": ("t = torch if len(F.__name__) else None\n"
+                                        "(t or torch).Tensor.attend = _attend",
+                                        "torch.Tensor.attend", 2),
+           "a default argument": ("def install(t=torch):\n    t.Tensor.attend = _attend\n"
+                                  "install()", "torch.Tensor.attend", 2),
+           "a local alias": ("def install():\n    t = torch.Tensor\n    t.attend = _attend\n"
+                             "install()", "torch.Tensor.attend", 3),
+           "a helper given torch": ("def install(module):\n    module.Tensor.attend = _attend\n"
+                                    "install(torch)", "torch, given to install", 3),
+           "a helper given an alias of torch.Tensor, setattr": (
+               'def install(cls):\n    setattr(cls, "attend", _attend)\nT = torch.Tensor\n'
+               "install(T)", "torch.Tensor, given to install", 4),
+       }.items()},
+    # the dynamic modules, under another name or in a container, are those modules
+    "an alias of sys, modules written": (
+        ["import sys", sdpa("q"), 's = sys\ns.modules["torch.nn.functional"] = None'], ALL,
+        ["may be changed by code that uses sys.modules (cell 3, line 2)"]),
+    "sys in a list": ([
+        "import sys", sdpa('[sys][0].modules["torch.nn.functional"].softmax(q, -1)')], SD,
+        ["sys.modules (cell 2, line 3), which reaches modules as a dictionary"]),
+    "an alias of importlib": ([
+        "import importlib", sdpa('m.import_module("torch.nn.func" + "tional").softmax(q, -1)'),
+        "m = importlib"], SD, ["importlib"]),
+    "importlib in a tuple": ([
+        "import importlib",
+        sdpa('(importlib,)[0].import_module("torch.nn.func" + "tional").softmax(q, -1)')], SD,
+        ["importlib.import_module (cell 2, line 3)"]),
+    "an alias of builtins": ([
+        "import builtins", "b = builtins",
+        sdpa('b.getattr(F, "scaled_dot_product_attention")(q, k, v)')], SD,
+        ['getattr(torch.nn.functional, "scaled_dot_product_attention")', READY]),
+    "builtins unpacked, setattr on torch": ([
+        "import builtins", ATTEND_HELPER, sdpa("q.attend(k, v)"),
+        'b, n = builtins, 1\nb.setattr(torch.Tensor, "attend", _attend)'], ALL,
+        ["uses _attend, which uses torch.nn.functional.scaled_dot_product_attention (cell 2, "
+         "line 2)", "through the change to torch.Tensor.attend (cell 4, line 2)"]),
+    # reading torch's attention through an alias or a container is flagged as before
+    "an alias of F read": ([sdpa("G.scaled_dot_product_attention(q, k, v)"), "G = F"], SD,
+                           [f"torch.nn.functional.scaled_dot_product_attention (cell 1, line 3), "
+                            f"{READY}"]),
+    "F in a list read": ([sdpa("[F][0].scaled_dot_product_attention(q, k, v)")], SD,
+                         [f"torch.nn.functional.scaled_dot_product_attention (cell 1, line 3), "
+                          f"{READY}"]),
+    "torch.ops under another name": ([sdpa("ops.aten._scaled_dot_product_attention_math(q, k, v)"
+                                           "[0]"), "ops = torch.ops"], SD,
+                                     ["uses ops, which uses torch.ops"]),
+    "torch.ops unpacked in a loop": ([
+        sdpa("[o.aten._scaled_dot_product_attention_math(q, k, v)[0] for o in (torch.ops,)][0]")],
+        SD, ["torch.ops.aten._scaled_dot_product_attention_math (cell 1, line 3), " + READY]),
     # -- another stub: called by name it is judged alone; used otherwise, it passes on -----------
     "another stub used as a value": ([
         sdpa("F.scaled_dot_product_attention(q, k, v)"),
@@ -467,6 +562,54 @@ HONEST = {
     "an optional package": [
         SOLUTION["sdpa-code"],
         "try:\n    import seaborn_not_installed\nexcept ImportError:\n    pass"],
+    # values are followed: a call's result (a tensor, a layer) is not torch, and changing the
+    # student's own objects or containers is not a change to torch
+    "tensors, layers and containers changed beside torch's attention": [
+        SOLUTION["sdpa-code"], SOLUTION["mha-code"],
+        """
+        q = torch.randn(2, 5, 4)
+        x = torch.zeros(3)
+        x[0] = F.scaled_dot_product_attention(q, q, q).sum()
+        ref = nn.Linear(4, 4)
+        ref.weight.data.copy_(F.scaled_dot_product_attention(q, q, q)[0])
+        ref.bias = nn.Parameter(F.scaled_dot_product_attention(q, q, q)[0, 0])
+        a, b = torch.randn(2), torch.randn(2)
+        a[0] = F.scaled_dot_product_attention(q, q, q).mean()
+        dtypes = [torch.float32, torch.float64]
+        dtypes[0] = F.scaled_dot_product_attention
+        layers = [nn.Linear(4, 4), nn.Linear(4, 4)]
+        layers[0].weight = nn.Parameter(F.scaled_dot_product_attention(q, q, q)[0])
+        for layer, d in zip(layers, dtypes):
+            layer.extra = F.scaled_dot_product_attention(q, q, q)
+        for name, p in ref.named_parameters():
+            p.grad = F.scaled_dot_product_attention(q, q, q)[0]
+        with torch.no_grad() as nothing:
+            reference = F.scaled_dot_product_attention(q, q, q)
+        model = MultiHeadAttention(4, 2)
+        def load(module, value=None):
+            module.loaded = F.scaled_dot_product_attention(q, q, q)
+        load(model)
+        load(ref, torch)
+        first, *others = layers
+        first.weight = nn.Parameter(F.scaled_dot_product_attention(q, q, q)[0])
+        """],
+    "a default and a loop over the student's own layers": [
+        SOLUTION["sdpa-code"],
+        """
+        class MultiHeadAttention(nn.Module):
+            def __init__(self, d_model, num_heads, act=F.gelu, make=nn.Linear):
+                super().__init__()
+                self.act, self.h = act, num_heads
+                self.w_q, self.w_k, self.w_v, self.w_o = (make(d_model, d_model) for _ in "qkvo")
+                for layer in (self.w_q, self.w_k):
+                    layer.weight.data.normal_(0, 0.02)
+                    layer.tag = "projection"
+
+            def forward(self, x_q, x_kv, mask=None):
+                q, k, v = self.w_q(x_q), self.w_k(x_kv), self.w_v(x_kv)
+                out, self.attention_weights = scaled_dot_product_attention(q, k, v, mask)
+                return self.w_o(out)
+        """],
     "own helpers and top-level constants": [
         """
         NEG = float("-inf")

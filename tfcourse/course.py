@@ -56,6 +56,9 @@ class Limits:
     output_kb: int = setting(256, above=0, help="what the student's code may print (KB)")
     notebook_file_mb: float = setting(256.0, above=0, help="larger notebook files are refused")
     code_kb: float = setting(256.0, above=0, help="the student's code in one notebook, at most")
+    literal_kb: float = setting(4.0, above=0, help="the literal data in the student's code in "
+                                                   "one notebook, at most: string and bytes "
+                                                   "constants but docstrings, number literals")
     grader_memory_mb: int = setting(2048, above=0, help="memory of the trusted grader of one "
                                                          "submission (MB)")
 

@@ -4,7 +4,11 @@ Each top-level statement of a cell is a unit. A unit binds the module-level name
 assigns, reads the global names its code uses, and may change names (`X.forward = ...`, a helper
 called with X that changes its argument). `resolve` says what an expression may be, as dotted
 paths (`torch.nn.functional.scaled_dot_product_attention`, or OWN for the student's own objects),
-through imports, aliases, attributes, getattr with constant names and the like.
+through imports, aliases, attributes, getattr with constant names and the like. It follows values,
+not names: a container display holding torch (`[torch]`, `{"t": torch}`) is ITEM + "torch", and
+what is taken from it (a subscript, an unpacking, a loop, a `*rest`) is torch again; so are a
+walrus, `with ... as`, a parameter's default, either side of `a if c else b` and `a or b`.
+A call's result is not traced (a tensor is not torch).
 
 Nothing here judges the code: findings.py flags constructs, and rules.py charges them to stubs
 along this graph. Nothing here recurses over the student's syntax tree.
@@ -22,6 +26,7 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.
            ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 OWN = "<own>"
+ITEM = "<item>"     # ITEM + path: a container (list, tuple, set, dict) that may hold what path is
 
 
 class Scope:
@@ -53,7 +58,10 @@ class Unit:
     reads: dict = field(default_factory=dict)        # global name -> True when only called
     mutates: set = field(default_factory=set)        # module-level names it may change
     everywhere: bool = False                         # it changes torch, Python or the untraced
+    changes: list = field(default_factory=list)      # (what, line): what of those it changes
     findings: list = field(default_factory=list)
+    loop: object = None                              # a top-level for: its target and iter are
+                                                     # roots; what it binds is bound from it
 
 
 class BindingGraph:
@@ -69,6 +77,7 @@ class BindingGraph:
         self.own_names: set[str] = set()      # bound only by the student's def and class
         self.star_modules: set[str] = set()
         self.param_mutations: dict[str, set[int]] = {}
+        self.param_stores: dict[str, set[int]] = {}   # those whose attributes it sets or deletes
         self._outer_iters: set[int] = set()
         self._handled: set[int] = set()
         self._memo: dict = {}
@@ -95,6 +104,10 @@ class BindingGraph:
             elif isinstance(statement, (ast.For, ast.AsyncFor)):
                 roots = [statement.target, statement.iter]
                 body = statement.body + statement.orelse
+                unit = Unit(label, line, roots, trusted, loop=statement)
+                self.units.append(unit)
+                pending.extendleft(reversed(body))
+                continue
             elif isinstance(statement, (ast.With, ast.AsyncWith)):
                 roots, body = list(statement.items), statement.body
             elif isinstance(statement, _TRIES):
@@ -117,6 +130,8 @@ class BindingGraph:
         loads = []
         roots = {id(root) for root in unit.roots}
         stack = [(root, module, None) for root in reversed(unit.roots)]
+        if unit.loop is not None:
+            self._bind_loop(module, unit.loop.target, unit.loop.iter, unit)
         while stack:
             node, scope, parent = stack.pop()
             unit.nodes.append((node, scope))
@@ -156,6 +171,9 @@ class BindingGraph:
                     node, ast.AnnAssign) else None, unit)
             elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
                 self._bind_loop(scope, node.target, node.iter, unit)
+            elif isinstance(node, ast.withitem) and isinstance(node.optional_vars, ast.Name):
+                self._handled.add(id(node.optional_vars))
+                self._bind(scope, node.optional_vars.id, unit, "with", node.context_expr)
             for child, child_scope in reversed(children):
                 stack.append((child, child_scope, node))
         for node, scope in loads:
@@ -207,10 +225,14 @@ class BindingGraph:
         if not isinstance(node, ast.Lambda):
             self._bind(scope, node.name, unit, "def", node)
         args = node.args
-        for arg in (*args.posonlyargs, *args.args, args.vararg, *args.kwonlyargs, args.kwarg):
-            if arg is not None:
-                inner.bind(arg.arg, "param", arg)
         positional = [*args.posonlyargs, *args.args]
+        defaults = {id(arg): default for arg, default in
+                    zip(positional[len(positional) - len(args.defaults):], args.defaults)}
+        defaults.update((id(arg), default) for arg, default in zip(args.kwonlyargs,
+                                                                   args.kw_defaults))
+        for arg in (*positional, args.vararg, *args.kwonlyargs, args.kwarg):
+            if arg is not None:              # a default is evaluated where the function is made
+                inner.bind(arg.arg, "param", (arg, defaults.get(id(arg)), scope))
         static = any(isinstance(d, ast.Name) and d.id == "staticmethod"
                      for d in getattr(node, "decorator_list", ()))
         if scope.kind == "class" and positional and not static:
@@ -237,26 +259,57 @@ class BindingGraph:
             name = alias.asname or alias.name.split(".")[0]
             self._bind(scope, name, unit, "import", (node, alias))
 
-    def _bind_value(self, scope: Scope, target, value, unit: Unit) -> None:
-        """Names bound by `target = value`; a tuple target unpacks a tuple value item by item."""
-        pending = [(target, value)]
+    def _bind_value(self, scope: Scope, target, value, unit: Unit, levels: int = 0) -> None:
+        """Names bound by `target = value`. A tuple target unpacks a display item by item (a
+        starred name gets a list of the items it takes); any other value, each name gets what
+        an item of it may be ("unpack": the value, and how many levels of items down)."""
+        pending = [(target, value, levels)]
         while pending:
-            target, value = pending.pop()
+            target, value, levels = pending.pop()
             if isinstance(target, ast.Name):
                 self._handled.add(id(target))
-                self._bind(scope, target.id, unit, "assign" if value is not None else "other",
-                           value)
+                if value is None:
+                    self._bind(scope, target.id, unit, "other")
+                elif levels:
+                    self._bind(scope, target.id, unit, "unpack", (value, levels))
+                else:
+                    self._bind(scope, target.id, unit, "assign", value)
             elif isinstance(target, (ast.Tuple, ast.List)):
-                values = value.elts if isinstance(value, (ast.Tuple, ast.List)) and \
-                    len(value.elts) == len(target.elts) else [None] * len(target.elts)
-                pending.extend(zip(target.elts, values))
+                pending.extend(self._unpack(target.elts, value, levels))
             elif isinstance(target, ast.Starred):
-                pending.append((target.value, None))
+                pending.append((target.value, value, levels))
+
+    @staticmethod
+    def _unpack(targets: list, value, levels: int) -> list:
+        """(target, value, levels) for each target of `a, *b, c = value`."""
+        stars = [i for i, t in enumerate(targets) if isinstance(t, ast.Starred)]
+        if value is None:
+            return [(t, None, 0) for t in targets]
+        if levels or not isinstance(value, (ast.Tuple, ast.List)) or len(stars) > 1 or \
+                any(isinstance(v, ast.Starred) for v in value.elts) or \
+                len(value.elts) < len(targets) - len(stars):
+            # not a display to pair with: each name is an item of it, a starred one a list
+            return [(t.value, value, levels) if isinstance(t, ast.Starred) else
+                    (t, value, levels + 1) for t in targets]
+        if not stars:
+            if len(value.elts) != len(targets):
+                return [(t, None, 0) for t in targets]
+            return list(zip(targets, value.elts, [0] * len(targets)))
+        star, after = stars[0], len(targets) - stars[0] - 1
+        elts = value.elts
+        out = list(zip(targets[:star], elts[:star], [0] * star))
+        out += list(zip(targets[star + 1:], elts[len(elts) - after:], [0] * after))
+        middle = ast.copy_location(ast.List(elts=elts[star:len(elts) - after], ctx=ast.Load()),
+                                   value)
+        out.append((targets[star].value, middle, 0))
+        return out
 
     def _bind_loop(self, scope: Scope, target, iterable, unit: Unit) -> None:
         if isinstance(target, ast.Name):
             self._handled.add(id(target))
             self._bind(scope, target.id, unit, "for", iterable)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            self._bind_value(scope, target, iterable, unit, levels=1)
 
     def _star_names(self, module: str) -> set[str]:
         return {api.rsplit(".", 1)[-1] for api in self.forbidden
@@ -303,8 +356,28 @@ class BindingGraph:
         if kind == "assign" and value is not None:
             return set(self.resolve(value, scope, depth + 1))
         if kind == "for" and value is not None:
-            return {OWN} if OWN in self.resolve(value, scope, depth + 1) else set()
+            return set(items_of(self.resolve(value, scope, depth + 1)))
+        if kind == "unpack":
+            expr, levels = value
+            paths = self.resolve(expr, scope, depth + 1)
+            for _ in range(levels):
+                paths = items_of(paths)
+            return set(paths)
+        if kind == "with":
+            return set(self._entered(value, scope, depth + 1))
+        if kind == "param" and value[1] is not None:
+            _, default, outer = value
+            return set(self.resolve(default, outer, depth + 1))
         return set()
+
+    def _entered(self, expr, scope, depth: int) -> frozenset:
+        """What `with expr as name` binds: contextlib.nullcontext(x) gives x; an object that is
+        not a call's result may well give itself (as most context managers do); else unknown."""
+        if isinstance(expr, ast.Call):
+            if "contextlib.nullcontext" in self.resolve(expr.func, scope, depth) and expr.args:
+                return self.resolve(expr.args[0], scope, depth)
+            return frozenset()
+        return self.resolve(expr, scope, depth)
 
     # -- resolving an expression to what it is --------------------------------------------------
     def resolve(self, expr, scope: Scope | None, depth: int = 0) -> frozenset:
@@ -329,30 +402,57 @@ class BindingGraph:
             base = self._subscript(node, scope, depth)
         elif isinstance(node, ast.Call):
             base = self._call_result(node, scope, depth)
+        elif isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
+            base = self._display(node, scope, depth)
+        elif isinstance(node, ast.NamedExpr):
+            base = self.resolve(node.value, scope, depth + 1)
+        elif isinstance(node, (ast.IfExp, ast.BoolOp)):      # `torch if c else x`, `a or torch`
+            parts = [node.body, node.orelse] if isinstance(node, ast.IfExp) else node.values
+            base = frozenset().union(*(self.resolve(part, scope, depth + 1) for part in parts))
         else:
             base = frozenset()
         if not chain:
             self._resolved[key] = base
             return base
         self._resolved[(id(node), id(scope))] = base
-        for attribute in reversed(chain):
+        for attribute in reversed(chain):       # a container's attributes are its methods
             base = frozenset(OWN if path == OWN else _shorten(f"{path}.{attribute.attr}")
-                             for path in base)
+                             for path in base if not path.startswith(ITEM))
             self._resolved[(id(attribute), id(scope))] = base
         return base
 
+    def _display(self, node, scope, depth: int) -> frozenset:
+        """A list, tuple, set or dict display: a container of what its items (values) may be;
+        `*xs` and `**d` bring in the items of xs and d."""
+        elements = node.values if isinstance(node, ast.Dict) else node.elts
+        unpacked = [key is None for key in node.keys] if isinstance(node, ast.Dict) else \
+            [isinstance(element, ast.Starred) for element in elements]
+        paths: set[str] = set()
+        for element, spread in zip(elements, unpacked):
+            if isinstance(element, ast.Constant):
+                continue                                   # data: nothing to follow
+            element = element.value if isinstance(element, ast.Starred) else element
+            found = self.resolve(element, scope, depth + 1)
+            paths |= {p for p in found if p.startswith(ITEM)} if spread else \
+                {ITEM + p for p in found}
+        return frozenset(paths)
+
     def _subscript(self, node: ast.Subscript, scope, depth: int) -> frozenset:
         inner = self.resolve(node.value, scope, depth + 1)
+        if isinstance(node.slice, ast.Slice):               # a slice of a container is one
+            return frozenset(p for p in inner if p.startswith(ITEM) or p == OWN)
+        items = frozenset(p[len(ITEM):] for p in inner if p.startswith(ITEM))
+        inner = frozenset(p for p in inner if not p.startswith(ITEM))
         key = node.slice.value if isinstance(node.slice, ast.Constant) and \
             isinstance(node.slice.value, str) else None
         if OWN in inner and len(inner) == 1:
-            return frozenset({OWN})
+            return items | {OWN}
         if key is None:
-            return frozenset()
+            return items
         if "sys.modules" in inner:
-            return frozenset({key})
-        return frozenset(path[:-len(".__dict__")] + "." + key for path in inner
-                         if path.endswith(".__dict__"))
+            return items | {key}
+        return items | frozenset(path[:-len(".__dict__")] + "." + key for path in inner
+                                 if path.endswith(".__dict__"))
 
     def _call_result(self, node: ast.Call, scope, depth: int) -> frozenset:
         callee = self.resolve(node.func, scope, depth + 1)
@@ -466,7 +566,7 @@ class BindingGraph:
         return paths == frozenset({OWN})
 
     def describe(self, expr, scope) -> str:
-        paths = sorted(p for p in self.resolve(expr, scope) if p != OWN)
+        paths = sorted(p for p in self.resolve(expr, scope) if p != OWN and not p.startswith(ITEM))
         if paths:
             return paths[0]
         root = root_of(expr)
@@ -495,24 +595,29 @@ class BindingGraph:
 
     # -- functions that change their arguments -----------------------------------------------
     def record_param_mutations(self, unit: Unit) -> None:
-        """For each top-level function, the positions of the parameters it may change."""
+        """For each top-level function, the positions of the parameters it may change, and of
+        those whose attributes or items it sets or deletes (`module.Tensor.x = ...`, setattr)."""
         for node, scope in unit.nodes:
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or \
                     scope.kind != "module":
                 continue
             params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
-            changed = set()
+            changed, stored = set(), set()
             for inner in ast.walk(node):
                 root = None
                 if isinstance(inner, (ast.Attribute, ast.Subscript)) and \
                         isinstance(inner.ctx, (ast.Store, ast.Del)):
                     root = root_of(inner)
+                    if isinstance(root, ast.Name) and root.id in params:
+                        stored.add(params.index(root.id))
                 elif isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and \
                         (inner.args or inner.keywords):
                     root = root_of(inner.func.value)
                 elif isinstance(inner, ast.Call) and inner.args:
                     root = root_of(inner.args[0]) if isinstance(inner.func, ast.Name) and \
                         inner.func.id in ("setattr", "delattr") else None
+                    if isinstance(root, ast.Name) and root.id in params:
+                        stored.add(params.index(root.id))
                     for argument in inner.args:         # passed on: it may be changed there
                         if isinstance(argument, ast.Name) and argument.id in params and \
                                 not (isinstance(inner.func, ast.Attribute) and
@@ -521,10 +626,24 @@ class BindingGraph:
                 if isinstance(root, ast.Name) and root.id in params:
                     changed.add(params.index(root.id))
             self.param_mutations[node.name] = self.param_mutations.get(node.name, set()) | changed
+            self.param_stores[node.name] = self.param_stores.get(node.name, set()) | stored
 
     def is_module_name(self, node) -> bool:
         return isinstance(node, ast.Name) and node.id in self.imported and \
             node.id not in self.own_names
+
+
+def items_of(paths) -> frozenset:
+    """What an item of a container that may be any of `paths` may be (a loop's variable, an
+    unpacked name): the container's items; the student's own object's are their own."""
+    return frozenset(OWN if p == OWN else p[len(ITEM):] for p in paths
+                     if p == OWN or p.startswith(ITEM))
+
+
+def outside(paths) -> list[str]:
+    """The paths that are a module's (torch, builtins, any imported module), not the student's
+    own objects or containers."""
+    return sorted(p for p in paths if p != OWN and not p.startswith(ITEM))
 
 
 def _shorten(path: str) -> str:

@@ -16,7 +16,7 @@ from functools import lru_cache
 from ..sandbox.rulebook import (BY_NAME, CODE_FILES, DUNDERS, HIDES, MATCHING, OWN_OK, PRIVATE,
                                 READING, READY_MADE, WHOLESALE, dynamic_path, hiding, matchers,
                                 table_of)
-from .bindings import OWN, BindingGraph, Unit, is_global, is_local
+from .bindings import OWN, BindingGraph, Unit, is_global, is_local, outside
 
 _CODE_IN_TEXT = re.compile(r"(?:[\w\])]\s*\.\s*|\bimport\s+|aten::)(\w+)")
 
@@ -272,10 +272,11 @@ class Detector:
                        writes=writes)
             return
         target, name = node.args[0], node.args[1]
-        if writes:
-            self._changes(unit, target, scope, store=True)
         own = self.graph.is_own(target, scope)
         names = self.graph.constant_strings(name, scope)
+        if writes:
+            self._changes(unit, target, scope, store=True,
+                          member=next(iter(names)) if names and len(names) == 1 else None)
         if names is None:
             if not own:
                 self._flag(unit, node, f"{function} with a computed name "
@@ -303,14 +304,19 @@ class Detector:
             return                                        # setattr/delattr: see _by_name
         if callee and all(p != OWN for p in callee):
             return                                        # a module's function
-        positions = None
+        positions, stores = None, set()
         if isinstance(node.func, ast.Name) and node.func.id in self.graph.own_names and \
                 is_global(node.func.id, scope):
             positions = self.graph.param_mutations.get(node.func.id)
+            stores = self.graph.param_stores.get(node.func.id, set())
         for index, argument in enumerate(node.args):
             if positions is not None and index not in positions:
                 continue
             argument = argument.value if isinstance(argument, ast.Starred) else argument
+            if index in stores:                 # the helper sets its attributes: given torch?
+                if self._changes_outside(unit, argument, scope,
+                                         f", given to {node.func.id}"):
+                    continue
             if isinstance(argument, ast.Name):
                 self._changes(unit, argument, scope, argument=True)
         if positions is None:
@@ -319,27 +325,53 @@ class Detector:
                     self._changes(unit, keyword.value, scope, argument=True)
 
     def _changes(self, unit: Unit, target, scope, method: bool = False, argument: bool = False,
-                 store: bool = False) -> None:
+                 store: bool = False, member: str | None = None) -> None:
         """The unit changes what `target` is rooted at: a store target (`X.forward = ...`), the
-        object of a method call with arguments, a call's argument, setattr's object."""
-        store = store or not (method or argument)
+        object of a method call with arguments, a call's argument, setattr's object (`member`:
+        the name it sets, when known). What is set on is followed by value: torch, one of its
+        modules or classes, builtins or any module, under whatever name or in whatever container
+        (`T = torch.Tensor; T.x = ...`, `[torch][0].Tensor.x = ...`), is a change to it."""
+        direct = not (method or argument or store)
+        store = store or direct
+        if direct and isinstance(target, ast.Attribute):
+            if self._changes_outside(unit, target.value, scope, "." + target.attr):
+                return
+        elif direct and isinstance(target, ast.Subscript):
+            if self._changes_outside(unit, target.value, scope, "[...]"):
+                return
+        elif store and self._changes_outside(unit, target, scope,
+                                             f".{member}" if member else ""):
+            return
         chain, through_class = target, False
         while isinstance(chain, (ast.Attribute, ast.Subscript)):
             through_class |= isinstance(chain, ast.Attribute) and chain.attr == "__class__"
             chain = chain.value
         if not isinstance(chain, ast.Name):
             if store and isinstance(chain, ast.Call):
-                unit.everywhere = True                    # type(x).forward = ..., getattr(..).y =
-            return
+                self._everywhere(unit, target, "an object a call returns")
+            return                                        # type(x).forward = ..., getattr(..).y =
         if not is_global(chain.id, scope):
             return
         if self.graph.is_module_name(chain) or "builtins" in self.graph.resolve(chain, scope):
             if store:
-                unit.everywhere = True                    # torch.x = ..., F.y = ..., builtins
+                self._everywhere(unit, target, chain.id)  # torch.x = ..., F.y = ..., builtins
             return                                        # F.softmax(x) changes nothing
         if through_class:
-            unit.everywhere = True
+            self._everywhere(unit, target, f"the class of {chain.id}")
         unit.mutates.add(chain.id)
+
+    def _changes_outside(self, unit: Unit, changed, scope, how: str) -> bool:
+        """Whether `changed`, which the unit sets an attribute or item of, may be a module's
+        object (torch.Tensor, torch.nn.functional, builtins); if so the unit changes everywhere."""
+        paths = outside(self.graph.resolve(changed, scope))
+        if paths:
+            self._everywhere(unit, changed, paths[0] + how)
+        return bool(paths)
+
+    @staticmethod
+    def _everywhere(unit: Unit, node, what: str) -> None:
+        unit.everywhere = True
+        unit.changes.append((what, getattr(node, "lineno", unit.line)))
 
     def _only_read(self, unit: Unit, node) -> bool:
         """Whether what `node` gives (a dictionary of names) is only read where it is used."""

@@ -46,6 +46,8 @@ class Violation:
     finding: Finding
     via: tuple[str, ...] = ()     # top-level names from the stub to the finding's unit
     everywhere: bool = False      # it was in code that can change anything (exec, a pickle...)
+    change: str = ""              # what that code changes, and where ("torch.Tensor.attend
+                                  # (cell 3, line 2)"), when it changes torch or Python
 
     def message(self) -> str:
         text = self.finding.describe()
@@ -53,6 +55,8 @@ class Violation:
             text = f"uses {name}, which {text}"
         if self.everywhere:
             text = "may be changed by code that " + text
+        if self.change:
+            text += f", through the change to {self.change}"
         return text
 
 
@@ -191,27 +195,36 @@ def _charge(students: list[Unit], stubs: set[str], result: Result) -> None:
             result.by_name[name] = found
 
 
+def _change(unit: Unit) -> str:
+    """What a unit that changes torch or Python changes, and where (its first such change)."""
+    if not unit.changes:
+        return ""
+    what, line = unit.changes[0]
+    cell = f"cell {unit.cell}" if unit.cell else "a cell"
+    return f"{what} ({cell}, line {line})"
+
+
 def _reach(stub: str, stubs: set[str], binding, everywhere) -> list[Violation]:
     out: dict[tuple, Violation] = {}
     seen_units: set[int] = set()
     seen_names = {stub}
-    queue = deque((unit, (), False) for unit in binding.get(stub, ()))
-    queue.extend((unit, (), True) for unit in everywhere)
+    queue = deque((unit, (), False, "") for unit in binding.get(stub, ()))
+    queue.extend((unit, (), True, _change(unit)) for unit in everywhere)
     while queue:
-        unit, via, global_ = queue.popleft()
+        unit, via, global_, change = queue.popleft()
         if id(unit) in seen_units:
             continue
         seen_units.add(id(unit))
         for finding in unit.findings:
             out.setdefault((finding.what, finding.cell, finding.line),
-                           Violation(finding, via, global_))
+                           Violation(finding, via, global_, change))
         for name, only_called in unit.reads.items():
             if name in seen_names or name not in binding:
                 continue
             if only_called and name in stubs and name != stub:
                 continue                   # judged on its own: the checks call a stand-in
             seen_names.add(name)
-            queue.extend((u, via + (name,), global_) for u in binding[name])
+            queue.extend((u, via + (name,), global_, change) for u in binding[name])
     places = {(v.finding.cell, v.finding.line) for v in out.values() if v.finding.api}
     kept = [v for v in out.values()
             if v.finding.api or (v.finding.cell, v.finding.line) not in places]

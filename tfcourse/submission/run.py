@@ -19,6 +19,7 @@ from ..sandbox.launch import Sandbox, SandboxConfig
 from ..sandbox.session import (NotStarted, OutOfTime, ProcessEnded, StudentError, StudentSession,
                                TimedOut)
 from . import rules
+from .literals import literal_bytes
 from .framework import Context, Fail, describe_student_error
 from .reference import reference
 from .report import Note, NotebookReport, SubmissionReport, TestResult, shown
@@ -79,6 +80,15 @@ class NotebookRun:
             self.refusal = ("not graded: your code in this notebook is {kb:.0f} KB, more than "
                             "the {limit:.0f} KB allowed", {"kb": size / 1024,
                                                            "limit": course.limit("code_kb")})
+            return
+        data = literal_bytes(cell.source for cell in program.cells if cell.from_student)
+        if data > course.limit("literal_kb") * 1024:  # weights pasted in are not the student's
+            self._close_prestarted()
+            self.refusal = ("not graded: your code in this notebook holds {kb:.1f} KB of literal "
+                            "data (strings, bytes and numbers written out), more than the "
+                            "{limit:g} KB allowed (limits.literal_kb); data pasted into code, "
+                            "such as trained weights, does not count as your work",
+                            {"kb": data / 1024, "limit": course.limit("literal_kb")})
             return
         self.static = rules.check(
             [(cell.label, cell.source) for cell in program.cells if cell.from_student],
