@@ -108,6 +108,9 @@ ATTACKS = {
     "flex_attention's eager math": "def attack():\n" + Q +
         "    from torch.nn.attention.flex_attention import flex_attention as flex\n"
         "    return flex(q[None], q[None], q[None])[0]\n",
+    "flex_attention's math, called directly": "def attack():\n" + Q +
+        "    from torch._higher_order_ops.flex_attention import math_attention\n"
+        "    return math_attention(q[None], q[None], q[None], lambda s, *i: s, ())[0]\n",
     "torch's Python decomposition": "def attack():\n" + Q +
         "    from torch._decomp import decomposition_table as table\n"
         "    op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default\n"
