@@ -377,13 +377,15 @@ def check_limits(batch) -> None:
     # the stub that hung in sdpa.shapes costs that one timeout; its other checks fail at once
     later = {"sdpa.softmax", "sdpa.values", "sdpa.mask"}
     assert lost(results) == {"sdpa.shapes", "masks.causal", *later}
-    assert messages["sdpa.shapes"] == "took longer than 6 s (an endless loop, or very slow code?)"
+    assert messages["sdpa.shapes"] == ("used more than 6 CPU seconds (an endless loop, or very "
+                                       "slow code?)")
     assert {messages[check] for check in later} == {
-        "not run: scaled_dot_product_attention already took longer than 6 s in sdpa.shapes"}
+        "not run: scaled_dot_product_attention already used more than 6 CPU seconds in "
+        "sdpa.shapes"}
     assert messages["masks.causal"] == ("used more memory than allowed (used more than 768 MB of "
                                         "memory)")
-    assert cell_note(results, 4).endswith("cell 4 did not finish within 5 s (an endless loop?); "
-                                          "it was left out and the rest was graded")
+    assert cell_note(results, 4).endswith("cell 4 used more than 5 CPU seconds (an endless "
+                                          "loop?); it was left out and the rest was graded")
     assert cell_note(results, 5).endswith("cell 5 ended the grading process: it used more than "
                                           "768 MB of memory; it was left out and the rest was "
                                           "graded")
@@ -593,10 +595,11 @@ def test_a_stub_that_hangs_costs_one_timeout_not_one_per_check(tmp_path):
     assert batch.grade() == {"hangs": "graded"}
     results, messages = batch.results("hangs"), batch.messages("hangs")
     assert lost(results) == {"mha.self", "mha.cross", "mha.mask"}
-    assert messages["mha.self"] == "took longer than 3 s (an endless loop, or very slow code?)"
+    assert messages["mha.self"] == ("used more than 3 CPU seconds (an endless loop, or very slow "
+                                    "code?)")
     for check in ("mha.cross", "mha.mask"):
-        assert messages[check] == ("not run: MultiHeadAttention already took longer than 3 s "
-                                   "in mha.self")
+        assert messages[check] == ("not run: MultiHeadAttention already used more than 3 CPU "
+                                   "seconds in mha.self")
     assert results["score"] == 14 - 5
 
 

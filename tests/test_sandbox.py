@@ -8,6 +8,7 @@ are skipped where the machine lacks them.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -16,6 +17,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -29,7 +31,7 @@ from tfcourse.sandbox.forked import handed
 from tfcourse.sandbox import limits as measure
 from tfcourse.sandbox.launch import Sandbox, SandboxConfig, bwrap_works, choose_isolation
 from tfcourse.sandbox.limits import Cgroup, Limits
-from tfcourse.sandbox.session import ProcessEnded, StudentSession
+from tfcourse.sandbox.session import ProcessEnded, StudentSession, TimedOut
 from tfcourse.sandbox.session import Cell
 
 TOKEN = f"tfsandbox{uuid.uuid4().hex[:10]}"
@@ -615,6 +617,148 @@ def test_the_cgroup_stays_until_the_grader_has_read_why_the_process_ended():
     finally:
         sandbox.close()
     assert not any(folder.exists() for folder in folders)
+
+
+# -- time: the student's CPU seconds, and a backstop on waiting ------------------------------------
+TIMED = code("""
+    import time
+    def spin():
+        while True:
+            pass
+    def nap():
+        time.sleep(10 ** 6)
+    def quick():
+        return sum(range(1000))
+""")
+
+
+@contextlib.contextmanager
+def timed_session(mode: dict, wait_factor: float, wait_floor: float):
+    """A started session on TIMED, in `mode`, with that backstop on waiting."""
+    config = {**SMALL, **mode}
+    forked = bool(config.pop("forked", False))
+    sandbox_config = SandboxConfig(**config)
+    with zygote_for_sandbox(sandbox_config, forked) as host:
+        session = StudentSession([Cell("1", TIMED)], handed(sandbox_config, host), [], 20,
+                                 time.monotonic() + 600, wait_factor=wait_factor,
+                                 wait_floor=wait_floor)
+        try:
+            session.start()
+            assert [o.ok for o in session.outcomes] == [True], session.outcomes
+            yield session
+        finally:
+            session.close()
+    if forked:
+        assert session.config.zygote.broken == []
+
+
+def call(session: StudentSession, function: str, cpu_seconds: float):
+    return session.request("call", cpu_seconds, fn=function, args=[], kwargs={})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES)
+def test_a_busy_loop_is_stopped_by_its_cpu_seconds(mode, counted_by):
+    """An endless loop spends the request's CPU seconds and is stopped with those words, long
+    before its (here an hour's) backstop on waiting."""
+    from tfcourse.submission.framework import verdict
+
+    with timed_session(mode, wait_factor=1, wait_floor=3600) as session:
+        started = time.monotonic()
+        with pytest.raises(TimedOut) as raised:
+            call(session, "spin", 1.0)
+        assert time.monotonic() - started < 600
+        assert not raised.value.waiting and raised.value.seconds == 1.0
+        assert 1.0 < session.cpu_used < 3.0
+        assert verdict(raised.value)[:2] == (
+            "used more than {seconds:.0f} CPU seconds (an endless loop, or very slow code?)",
+            {"seconds": 1.0})
+        assert call(session, "quick", 1.0) == 499500        # a fresh process answers
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES)
+def test_code_that_sleeps_is_stopped_by_the_backstop_on_waiting(mode):
+    """A sleep spends no CPU: the backstop on waiting (wait_factor times the CPU seconds, plus
+    wait_floor) stops it, and says it waited, not that it looped."""
+    from tfcourse.submission.framework import verdict
+
+    with timed_session(mode, wait_factor=2, wait_floor=1) as session:
+        started = time.monotonic()
+        with pytest.raises(TimedOut) as raised:
+            call(session, "nap", 1.0)
+        assert time.monotonic() - started >= 3.0
+        assert raised.value.waiting and raised.value.seconds == 3.0
+        assert session.cpu_used < 1.0
+        assert verdict(raised.value)[:2] == (
+            "did not finish within {seconds:.0f} s of waiting while using little CPU (it may be "
+            "waiting on something: input(), a sleep, a lock)", {"seconds": 3.0})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES)
+def test_a_busy_machine_does_not_stop_a_correct_stub(mode, counted_by):
+    """Load takes the clock's time but none of the student's CPU: the student's processes are
+    stopped (SIGSTOP) as the request is sent and go on (SIGCONT) three seconds later, three times
+    the request's CPU seconds; the answer still counts. A clock limit of 1 s failed it."""
+    with timed_session(mode, wait_factor=4, wait_floor=120) as session:
+        sandbox, send = session._sandbox, session._send
+        stopped = []
+
+        def send_while_stopped(message, timeout):
+            if not stopped:
+                stopped.extend(sandbox._members())
+                for pid in stopped:
+                    os.kill(pid, signal.SIGSTOP)
+                resume = threading.Timer(3.0, lambda: [os.kill(pid, signal.SIGCONT)
+                                                       for pid in stopped])
+                resume.start()
+            send(message, timeout)
+
+        session._send = send_while_stopped
+        started = time.monotonic()
+        try:
+            assert call(session, "quick", 1.0) == 499500
+        finally:
+            for pid in stopped:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+        assert stopped and time.monotonic() - started >= 3.0
+        assert session._sandbox is sandbox and sandbox.alive()     # not stopped and restarted
+
+
+def test_a_cgroup_counts_cpu_seconds_where_it_can(tmp_path):
+    """cgroup v2's cpu.stat (there whatever the controllers) and v1's cpuacct.usage, as seconds;
+    None where the cgroup keeps no count (then the sandbox reads /proc)."""
+    (tmp_path / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\n")
+    assert Cgroup(2, folders=[tmp_path]).cpu_seconds() == 2.5
+    (tmp_path / "cpuacct.usage").write_text("1500000000\n")
+    assert Cgroup(1, folders=[tmp_path], cpu=tmp_path).cpu_seconds() == 1.5
+    assert Cgroup(1, folders=[tmp_path]).cpu_seconds() is None
+
+
+def test_the_process_tree_s_cpu_seconds_include_its_ended_children():
+    """/proc: a process's own time and its waited-for children's; a reaper's children's only."""
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import os, sys, time
+        pid = os.fork()
+        if pid == 0:
+            end = time.process_time() + 0.5
+            while time.process_time() < end:
+                pass
+            os._exit(0)
+        os.waitpid(pid, 0)
+        sys.stdout.write("done\\n"); sys.stdout.flush()
+        time.sleep(60)
+    """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "done\n"
+        assert measure.cpu_seconds([child.pid]) >= 0.4          # 0.5 s, in clock ticks
+        assert measure.cpu_seconds([], reapers=[child.pid]) >= 0.4
+        assert measure.cpu_seconds([], reapers=[os.getpid()]) < measure.cpu_seconds([os.getpid()])
+    finally:
+        child.kill()
+        child.wait()
 
 
 # -- the address space backstop --------------------------------------------------------------------

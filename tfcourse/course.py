@@ -39,12 +39,13 @@ class Tolerance:
 @dataclass(frozen=True)
 class Limits:
     """course.yaml `limits`; `Course.limit(name)` gives one as a float."""
-    check_seconds: float = setting(above=0, help="seconds for one check (the training check has "
-                                                  "its own limit)")
-    training_seconds: float = setting(above=0, help="seconds for the training check")
-    submission_seconds: float = setting(above=0, help="seconds for one notebook, all checks "
+    check_seconds: float = setting(above=0, help="CPU seconds of the student's processes for "
+                                                  "one check (the training check has its own "
+                                                  "limit)")
+    training_seconds: float = setting(above=0, help="CPU seconds for the training check")
+    submission_seconds: float = setting(above=0, help="CPU seconds for one notebook, all checks "
                                                        "together")
-    cell_seconds: float = setting(above=0, help="seconds for one notebook cell while the "
+    cell_seconds: float = setting(above=0, help="CPU seconds for one notebook cell while the "
                                                  "submission's code is loaded")
     notebook_mb: float = setting(above=0, help="larger notebook files are read without their "
                                                 "outputs")
@@ -61,6 +62,11 @@ class Limits:
                                                    "constants but docstrings, number literals")
     grader_memory_mb: int = setting(2048, above=0, help="memory of the trusted grader of one "
                                                          "submission (MB)")
+    wait_factor: float = setting(4.0, low=1, help="a request whose time is CPU seconds is also "
+                                                  "stopped after waiting this many times as long "
+                                                  "(plus wait_floor_seconds) while using little "
+                                                  "CPU: code that sleeps or blocks")
+    wait_floor_seconds: float = setting(60.0, low=0, help="seconds added to that wait")
 
 
 IsolationMode = Literal["auto", "bwrap", "process"]

@@ -319,7 +319,10 @@ def _start(course: Course, job: Path, kept: dict[str, int], servers: forkserver.
 def _wait(course: Course, process, held: Cgroup | None, out: Path) -> str | None:
     """Wait for the grader `process` to end within its time; None when it ran to its end and
     wrote its report, else what went wrong."""
-    limit = course.limit("submission_seconds") * 3 + 120
+    # The notebook's backstop on waiting (its time is CPU time: submission/run.py), and twice its
+    # CPU time again for the grader's own work
+    limit = course.limit("submission_seconds") * (course.limit("wait_factor") + 2) + \
+        course.limit("wait_floor_seconds") + 120
     problem = None
     try:
         _, stderr = process.communicate(timeout=limit)

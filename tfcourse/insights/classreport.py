@@ -28,8 +28,10 @@ from tfcourse.i18n import render
 
 RESULTS_MB = 8              # a results.json is a few KB; a larger file is not one grading wrote
 # The kinds of message that mean a submission hit a limit of the sandbox (submission/framework.py).
-LIMIT_KINDS = ("took longer than", "used more memory than allowed", "went over a limit of the "
-               "sandbox", "your code ended the grading process")
+# "took longer than": results graded before time limits were CPU time.
+LIMIT_KINDS = ("used more than", "did not finish within", "took longer than",
+               "used more memory than allowed", "went over a limit of the sandbox",
+               "your code ended the grading process")
 
 
 @dataclass(frozen=True)

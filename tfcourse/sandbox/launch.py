@@ -190,6 +190,7 @@ class Sandbox:
         self._stop = threading.Event()
         self._watchdog: threading.Thread | None = None
         self._inside_pid: int | None = None      # a process whose root is the sandbox's
+        self._cpu = 0.0                          # the most CPU seconds `cpu_seconds` has read
         self.launcher.prepare(self)
 
     @property
@@ -354,6 +355,19 @@ class Sandbox:
         if thorough and self.drop_to and self.drop_to[0] != os.geteuid() and used < limit:
             used += measure.shared_temp_mb(self.drop_to[0], limit - used, self.base)
         return used >= limit
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds the student's processes have spent since the sandbox started, all of them
+        together, those that ended included: what its cgroup counts (cgroup v2 `cpu.stat`, v1
+        `cpuacct`), else the process tree's own times in /proc (a fresh sandbox's keeper adds
+        those of the processes it reaped). Never less than it said before: a process's time
+        moves to its parent's when it is reaped, and a reading may fall between the two."""
+        used = self.cgroup.cpu_seconds() if self.cgroup is not None else None
+        if used is None:
+            reapers = [self.process.pid] if self.process is not None and not self.forked else []
+            used = measure.cpu_seconds(self._members(), reapers)
+        self._cpu = max(self._cpu, used)
+        return self._cpu
 
     def limit_exceeded(self) -> str | None:
         """The limit the student's processes went over, as the student should read it ("used more

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MEMORY, PROCESSES, DISK = "memory", "processes", "disk"
+CPUACCT = "cpuacct"           # cgroup v1's count of CPU time (v2 counts it in every cgroup)
+TICKS = os.sysconf("SC_CLK_TCK")
 CGROUP_PREFIX = "tfcourse"
 SHARED_TEMP = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
 # How /proc names shared-memory objects ("/dev/zero (deleted)": a shared anonymous mapping)
@@ -93,7 +95,7 @@ def _cgroup_mounts() -> dict[str, tuple[Path, str]]:
             found.setdefault("", (Path(fields[4]), fields[3]))
         elif tail[0] == "cgroup":
             for option in tail[2].split(","):
-                if option in (MEMORY, "pids"):
+                if option in (MEMORY, "pids", CPUACCT):
                     found.setdefault(option, (Path(fields[4]), fields[3]))
     return found
 
@@ -116,7 +118,8 @@ def parents_of(cgroup: Cgroup) -> str:
     it holds makes its students' cgroups, beside its own, not below (there they would count
     against its limit)."""
     controllers = [""] if cgroup.version == 2 else \
-        [MEMORY if folder == cgroup.memory else "pids" for folder in cgroup.folders]
+        [MEMORY if folder == cgroup.memory else CPUACCT if folder == cgroup.cpu else "pids"
+         for folder in cgroup.folders]
     return json.dumps({controller: str(folder.parent)
                        for controller, folder in zip(controllers, cgroup.folders)})
 
@@ -155,6 +158,7 @@ class Cgroup:
     memory: Path | None = None          # the folder whose memory files limit the sandbox
     pids: Path | None = None
     folders: list[Path] = field(default_factory=list)
+    cpu: Path | None = None             # cgroup v1: the folder whose cpuacct.usage counts its CPU
 
     # -- making ---------------------------------------------------------------------------------
     @classmethod
@@ -198,7 +202,7 @@ class Cgroup:
     def _create_v1(cls, name: str, limits: Limits, parents: dict[str, str] | None = None
                    ) -> "Cgroup | None":
         made = cls(1)
-        for controller in (MEMORY, "pids"):
+        for controller in (MEMORY, "pids", CPUACCT):
             parent = _given_parent(controller, parents) or _own_folder(controller)
             if parent is None or not os.access(parent, os.W_OK):
                 continue
@@ -212,6 +216,8 @@ class Cgroup:
                     if (folder / "memory.memsw.limit_in_bytes").exists():
                         made._write(folder / "memory.memsw.limit_in_bytes", limits.memory_mb << 20)
                     made.memory = folder
+                elif controller == CPUACCT:        # counts only: it limits nothing
+                    made.cpu = folder
                 else:
                     made._write(folder / "pids.max", limits.processes)
                     made.pids = folder
@@ -249,6 +255,18 @@ class Cgroup:
                 return MEMORY
         if self.pids is not None and _fields(self.pids / "pids.events").get("max", 0):
             return PROCESSES
+        return None
+
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds its processes have spent, those that ended included (cgroup v2
+        `cpu.stat` usage_usec, there whether or not the cpu controller is enabled; v1
+        `cpuacct.usage`), or None where it keeps no such count."""
+        if self.version == 2 and self.folders:
+            usec = _fields(self.folders[0] / "cpu.stat").get("usage_usec")
+            return None if usec is None else usec / 1e6
+        if self.cpu is not None:
+            text = _read(self.cpu / "cpuacct.usage").strip()
+            return int(text) / 1e9 if text.isdigit() else None
         return None
 
     def peak_kb(self) -> int:
@@ -369,6 +387,24 @@ def _status(pid: int | str) -> dict[str, int]:
         if parts and parts[0].isdigit():
             found[key] = int(parts[0])
     return found
+
+
+def cpu_seconds(pids, reapers=()) -> float:
+    """CPU seconds the processes `pids` have spent (each one's threads, and the children it
+    waited for once they ended: utime, stime, cutime, cstime in /proc/PID/stat), plus what the
+    ended children of `reapers` spent (cutime and cstime only: a keeper, the subreaper of
+    what the student's process left, spends nothing of the student's itself)."""
+    ticks = 0
+    for pid, own in [*((pid, True) for pid in pids), *((pid, False) for pid in reapers)]:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                stat = handle.read()
+            fields = stat[stat.rindex(b")") + 2:].split()
+            times = [int(value) for value in fields[11:15]]
+        except (OSError, ValueError, IndexError):
+            continue                    # ended meanwhile: its parent counts it once it is reaped
+        ticks += sum(times) if own else sum(times[2:])
+    return ticks / TICKS
 
 
 def tasks(pids) -> int:

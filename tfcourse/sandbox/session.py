@@ -4,9 +4,18 @@ A `StudentSession` starts the worker in a sandbox, executes the submission's cel
 then answers requests from the checks. When the student's process dies, hangs or runs out of memory,
 the session says so with an exception the checks turn into a message, and the next request starts a
 fresh process (leaving out any cell that killed the last one).
+
+A request's time limit is CPU time: the CPU seconds the student's processes spend while it runs
+(Sandbox.cpu_seconds: their cgroup's count, else their own in /proc), read every POLL_SECONDS
+while the reply is awaited, so that a busy machine, which slows the student's code without its
+spending more, never stops it. Code that spends no CPU (a sleep, a lock, input()) is stopped by
+a backstop on waiting, `wait_factor` times the limit plus `wait_floor` seconds
+(course.yaml `limits`), so generous that load alone does not reach it. The notebook's own time,
+`cpu_budget`, is CPU seconds too, its requests' together; `deadline` is its backstop.
 """
 from __future__ import annotations
 
+import math
 import os
 import select
 import time
@@ -17,6 +26,9 @@ from .cell import Cell  # noqa: F401 (the session runs Cells; callers import it 
 from .forked import open_sandbox
 from .launch import Sandbox, SandboxConfig
 
+POLL_SECONDS = 0.2          # how often the CPU the student's processes spent is read
+START_SECONDS = 60          # for a new process to come up (import torch), CPU seconds
+
 
 @dataclass
 class CellOutcome:
@@ -26,6 +38,7 @@ class CellOutcome:
     seconds: float = 0.0
     ended_process: str | None = None    # how the process ended while this cell ran, if it did
     timed_out: bool = False
+    waited: bool = False                # timed out by the backstop on waiting, not by its CPU
 
 
 class StudentError(Exception):
@@ -60,13 +73,48 @@ class NotStarted(ProcessEnded):
 
 
 class TimedOut(Exception):
-    def __init__(self, seconds: float):
-        super().__init__(f"no answer within {seconds:.0f} s")
-        self.seconds = seconds
+    """A request was stopped: its student's processes spent more than `seconds` of CPU time on
+    it, or (`waiting`, the backstop) it waited `seconds` while they spent less than that."""
+
+    def __init__(self, seconds: float, waiting: bool = False):
+        super().__init__(f"no answer within {seconds:.0f} s of waiting" if waiting else
+                         f"used more than {seconds:.0f} CPU seconds")
+        self.seconds, self.waiting = seconds, waiting
 
 
 class OutOfTime(Exception):
     """The submission's whole time budget is spent."""
+
+
+class _Spent(Exception):
+    """A request's CPU time, or its backstop on waiting, ran out (TimedOut's words)."""
+
+    def __init__(self, seconds: float, waiting: bool):
+        super().__init__(seconds, waiting)
+        self.seconds, self.waiting = seconds, waiting
+
+
+class _Clock:
+    """The limits of one request: `seconds` of the student's CPU time from now, and `wall`
+    seconds of waiting."""
+
+    def __init__(self, sandbox: Sandbox, seconds: float, wall: float):
+        self.sandbox, self.seconds, self.wall = sandbox, seconds, wall
+        self.deadline = time.monotonic() + wall
+        self.start = sandbox.cpu_seconds()
+
+    def used(self) -> float:
+        return max(self.sandbox.cpu_seconds() - self.start, 0.0)
+
+    def check(self) -> None:
+        """_Spent when either limit is reached."""
+        if self.used() > self.seconds:
+            raise _Spent(self.seconds, waiting=False)
+        if time.monotonic() >= self.deadline:
+            raise _Spent(self.wall, waiting=True)
+
+    def left(self) -> float:
+        return max(self.deadline - time.monotonic(), 0.001)
 
 
 @dataclass
@@ -74,7 +122,7 @@ class StudentSession:
     cells: list[Cell]
     config: SandboxConfig
     forbidden: list[str]
-    cell_seconds: float
+    cell_seconds: float                  # CPU seconds for one cell
     deadline: float                      # time.monotonic() by which all grading must end
     outcomes: list[CellOutcome] = field(default_factory=list)
     tripped: set[str] = field(default_factory=set)
@@ -85,6 +133,10 @@ class StudentSession:
     output_dropped: int = 0              # bytes of the student's output beyond the cap
     # handle -> handler(method, args) of the stand-ins whose answers this side computes
     callbacks: dict = field(default_factory=dict)
+    cpu_budget: float | None = None      # CPU seconds for all requests together (None: no limit)
+    wait_factor: float = 4.0             # the backstop on waiting: this times a request's CPU
+    wait_floor: float = 60.0             # seconds, plus these
+    cpu_used: float = 0.0                # CPU seconds the requests spent so far (not the starts)
 
     def __post_init__(self):
         self._sandbox: Sandbox | None = None
@@ -114,7 +166,7 @@ class StudentSession:
         if self._sandbox.refusal:            # this machine cannot isolate student code enough
             raise ProcessEnded(self._sandbox.refusal)
         try:
-            self._request("init", self._timeout(60), threads=self.config.threads,
+            self._request("init", self._timeout(START_SECONDS), threads=self.config.threads,
                           forbidden=self.forbidden)
         except ProcessEnded as error:        # the sandbox itself did not come up: say why
             said = self._sandbox.output.decode("utf-8", "replace").strip().splitlines()
@@ -141,8 +193,8 @@ class StudentSession:
             except StudentError as error:
                 outcome.ok, outcome.error = False, error.info
             except TimedOut as error:
-                outcome.ok, outcome.timed_out = False, True
-                outcome.ended_process = f"stopped after {error.seconds:.0f} s"
+                outcome.ok, outcome.timed_out, outcome.waited = False, True, error.waiting
+                outcome.ended_process = str(error)
             except ProcessEnded as error:
                 outcome.ok, outcome.ended_process = False, error.description
             outcome.seconds = time.monotonic() - started
@@ -151,7 +203,7 @@ class StudentSession:
                 self.outcomes.append(outcome)
             elif outcome.ended_process and not known.ended_process:
                 known.ok, known.ended_process = False, outcome.ended_process
-                known.timed_out = outcome.timed_out
+                known.timed_out, known.waited = outcome.timed_out, outcome.waited
             if outcome.ended_process:
                 return cell.label
         return None
@@ -170,26 +222,47 @@ class StudentSession:
 
     # -- requests -----------------------------------------------------------------------------
     def _timeout(self, seconds: float) -> float:
+        """`seconds` of CPU time, or what is left of the notebook's, whichever is less."""
         left = self.deadline - time.monotonic()
-        if left <= 0:
+        cpu_left = math.inf if self.cpu_budget is None else self.cpu_budget - self.cpu_used
+        if left <= 0 or cpu_left <= 0:
             raise OutOfTime()
-        return min(seconds, left)
+        return min(seconds, cpu_left)
+
+    def backstop(self, seconds: float) -> float:
+        """How long a request of `seconds` of CPU time may wait: `wait_factor` times as long,
+        plus `wait_floor` seconds."""
+        return seconds * self.wait_factor + self.wait_floor
 
     def _request(self, op: str, timeout: float, **args):
+        """Send `op` and wait for its reply, for `timeout` CPU seconds of the student's processes
+        (the backstop on waiting, at most until `deadline`); its value. What they spent counts
+        against `cpu_budget`, but for a new process's start (the harness importing torch)."""
+        clock = _Clock(self._sandbox, timeout, min(self.backstop(timeout),
+                                                   max(self.deadline - time.monotonic(), 0.001)))
+        try:
+            return self._exchange(op, clock, **args)
+        finally:
+            if op != "init":
+                self.cpu_used += clock.used()
+
+    def _exchange(self, op: str, clock: _Clock, **args):
         self._next_id += 1
         request_id = self._next_id
-        deadline = time.monotonic() + timeout
         try:
-            self._send({"id": request_id, "op": op, "args": args}, timeout)
+            self._send({"id": request_id, "op": op, "args": args}, clock.left())
             while True:
-                left = self._await_reply(max(deadline - time.monotonic(), 0.001))
+                left = self._await_reply(clock)
                 reply = channel.recv(self._fd_out, timeout=left, max_bytes=channel.REPLY_LIMIT)
                 if "callback" not in reply:
                     break
-                self._answer_callback(reply["callback"], deadline)
-        except channel.ChannelTimeout:
+                self._answer_callback(reply["callback"], clock.deadline)
+        except _Spent as spent:
             self._sandbox.kill()
-            raise TimedOut(timeout) from None
+            raise TimedOut(spent.seconds, spent.waiting) from None
+        except channel.ChannelTimeout:       # it stopped reading, or a reply came in part only
+            self._sandbox.kill()
+            raise TimedOut(clock.wall, waiting=True) from None
         except channel.TooLarge as error:
             self._sandbox.kill()
             raise ProcessEnded(f"sent the grader a reply too large ({error})") from None
@@ -255,16 +328,16 @@ class StudentSession:
             except BlockingIOError:
                 continue
 
-    def _await_reply(self, timeout: float) -> float:
-        """Wait until a reply starts to arrive; the seconds left. Gives up early when the student's
-        process has died: what it started may hold the pipe open, so no end of file would come."""
-        deadline = time.monotonic() + timeout
-        while not select.select([self._fd_out], [], [], 0.2)[0]:
+    def _await_reply(self, clock: _Clock) -> float:
+        """Wait until a reply starts to arrive (woken as it does), reading every POLL_SECONDS the
+        CPU time the student's processes spent; the seconds of waiting left. _Spent when the
+        request's CPU time or its waiting runs out. Gives up early when the student's process
+        has died: what it started may hold the pipe open, so no end of file would come."""
+        while not select.select([self._fd_out], [], [], POLL_SECONDS)[0]:
             if not self._sandbox.alive():
                 raise channel.ChannelError("the student's process ended")
-            if time.monotonic() >= deadline:
-                raise channel.ChannelTimeout("timed out")
-        return max(deadline - time.monotonic(), 0.001)
+            clock.check()
+        return clock.left()
 
     def request(self, op: str, timeout: float, **args):
         """Ask the running submission to do `op`; restarts it first if it is not running."""

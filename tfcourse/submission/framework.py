@@ -535,8 +535,12 @@ def _verdict(error: BaseException) -> tuple[str, dict, bool]:
         return error.template, error.params, False
     if isinstance(error, StudentError):
         return (*describe_student_error(error), False)
-    if isinstance(error, TimedOut):
-        return ("took longer than {seconds:.0f} s (an endless loop, or very slow code?)",
+    if isinstance(error, TimedOut):      # CPU time, or the backstop on waiting (session.py)
+        if error.waiting:
+            return ("did not finish within {seconds:.0f} s of waiting while using little CPU (it "
+                    "may be waiting on something: input(), a sleep, a lock)",
+                    {"seconds": error.seconds}, False)
+        return ("used more than {seconds:.0f} CPU seconds (an endless loop, or very slow code?)",
                 {"seconds": error.seconds}, False)
     if isinstance(error, ProcessEnded):
         if error.memory:

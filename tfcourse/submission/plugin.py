@@ -185,7 +185,7 @@ class Grading:
             if isinstance(error, TimedOut):      # its stubs' other checks are not run
                 check.run.notebook(check.group).timed_out(check.group,
                                                           check.test_id.split(".", 1)[1],
-                                                          error.seconds)
+                                                          error.seconds, error.waiting)
             template, params, internal = verdict(error)
         check.run.record(check.test_id, Outcome(0.0, template, params, internal,
                                                 report.duration))

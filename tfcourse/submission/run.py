@@ -55,7 +55,7 @@ class NotebookRun:
         self.tripped: dict[tuple, set[str]] = {}          # group.part -> calls seen
         # stubs whose check took longer than its time -> (that check, its seconds): their other
         # checks fail at once instead of waiting out the same endless loop again
-        self.hung: dict[tuple[str, ...], tuple[str, float]] = {}
+        self.hung: dict[tuple[str, ...], tuple[str, float, bool]] = {}
 
     # -- starting ------------------------------------------------------------------------------
     def context(self) -> Context:
@@ -100,10 +100,14 @@ class NotebookRun:
             self.report.extra["rules_unchecked"] = [{"cell": label, "why": why}
                                                     for label, why in self.static.unchecked]
         # The time for the student's code starts now: reading it (above) is the grader's own time.
-        deadline = time.monotonic() + course.limit("submission_seconds")
+        # It is CPU time (the session's cpu_budget); the deadline is only its backstop on waiting.
+        seconds = course.limit("submission_seconds")
         self.session = StudentSession(program.cells, self.config, course.forbidden_names(),
-                                      course.limit("cell_seconds"), deadline,
-                                      prestarted=self.prestarted)
+                                      course.limit("cell_seconds"), 0.0,
+                                      prestarted=self.prestarted, cpu_budget=seconds,
+                                      wait_factor=course.limit("wait_factor"),
+                                      wait_floor=course.limit("wait_floor_seconds"))
+        self.session.deadline = time.monotonic() + self.session.backstop(seconds)
         self.prestarted = None
         self._context = Context(self.session, reference(course, assignment.id), course,
                                 assignment, course.limit("check_seconds"), self.standins)
@@ -161,16 +165,20 @@ class NotebookRun:
             raise NotGraded(refusal[0], **refusal[1])
         return context
 
-    def timed_out(self, group, test: str, seconds: float) -> None:
-        """Check `test` of `group` took longer than its `seconds`: the stubs it checks hung."""
-        self.hung.setdefault(group.part(test)[1], (f"{group.id}.{test}", seconds))
+    def timed_out(self, group, test: str, seconds: float, waiting: bool = False) -> None:
+        """Check `test` of `group` used more than its `seconds` of CPU time (or, `waiting`, waited
+        `seconds` while using little): the stubs it checks hung."""
+        self.hung.setdefault(group.part(test)[1], (f"{group.id}.{test}", seconds, waiting))
 
     def _hung(self, stubs: tuple[str, ...]) -> tuple[str, dict] | None:
         """Why a check of `stubs` is not run: stubs it checks already hung in another check."""
-        for hung, (check, seconds) in self.hung.items():
+        for hung, (check, seconds, waiting) in self.hung.items():
             if set(hung) <= set(stubs):
-                return ("not run: {stub} already took longer than {seconds:.0f} s in {check}",
-                        {"stub": ", ".join(hung), "seconds": seconds, "check": check})
+                template = ("not run: {stub} already waited {seconds:.0f} s in {check} while "
+                            "using little CPU" if waiting else
+                            "not run: {stub} already used more than {seconds:.0f} CPU seconds "
+                            "in {check}")
+                return template, {"stub": ", ".join(hung), "seconds": seconds, "check": check}
         return None
 
     def _refusal(self, context: Context, stubs: tuple[str, ...]) -> tuple[str, dict] | None:
@@ -226,8 +234,14 @@ def cell_notes(session: StudentSession) -> list[Note]:
     """What went wrong while the student's cells ran, and what the grader did about it."""
     notes = []
     for outcome in session.outcomes:
-        if outcome.timed_out:
-            notes.append(Note("cell {label} did not finish within {seconds:.0f} s (an endless "
+        if outcome.timed_out and outcome.waited:
+            notes.append(Note("cell {label} did not finish within {seconds:.0f} s of waiting "
+                              "while using little CPU (it may be waiting on something: input(), "
+                              "a sleep, a lock); it was left out and the rest was graded",
+                              {"label": outcome.label,
+                               "seconds": session.backstop(session.cell_seconds)}, "error"))
+        elif outcome.timed_out:
+            notes.append(Note("cell {label} used more than {seconds:.0f} CPU seconds (an endless "
                               "loop?); it was left out and the rest was graded",
                               {"label": outcome.label, "seconds": session.cell_seconds}, "error"))
         elif outcome.ended_process:
