@@ -1,7 +1,7 @@
 """What the course's rule against torch's ready-made attention names: the tables.
 
 Read on both sides of the sandbox: by the static rule on the trusted side (submission/rules.py,
-which reads the student's cells) and by the tripwire in the student's process (worker.py, copied
+which reads the student's cells) and by the refusal in the student's process (refusal.py, copied
 beside this file into the sandbox). So this module imports the standard library only.
 
 - RELATIVES: for each forbidden API, the other names in torch that reach the same code;

@@ -20,7 +20,7 @@ Another stub called by its name (`scaled_dot_product_attention(q, k, v)` inside 
 is judged on its own: the checks call a stand-in in its place.
 
 This is static analysis of a dynamic language: it reports what it can see, and flags the constructs
-that could hide the rest. The sandbox's tripwire (sandbox/worker.py) is the second net, at run time.
+that could hide the rest. The sandbox's refusal (sandbox/refusal.py) enforces it at run time.
 Nothing here recurses over the student's syntax tree, so no nesting depth can crash it.
 
 The pieces: bindings.py builds the graph of top-level names, findings.py flags constructs,

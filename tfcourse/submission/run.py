@@ -274,7 +274,7 @@ class SubmissionRun:
         self._notebook_of_group: dict[str, str] | None = None
         self.outcomes: dict[str, list] = {}      # check id -> its plugin.Outcome, each case
         self.cases: dict[str, int] = {}          # check id -> its collected tests (parametrized)
-        self.refusals: dict[tuple, tuple[str, dict]] = {}     # CheckGroup.part -> the tripwire's
+        self.refusals: dict[tuple, tuple[str, dict]] = {}     # CheckGroup.part -> the refusal's
         # a session of the command line (pytest autograder/... -k mha): a check deselected, or
         # not run after -x, is not graded, and its points are left out of the total; in the
         # trusted grader every check not run scores 0 of its points
