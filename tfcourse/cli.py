@@ -18,6 +18,8 @@ import signal
 import sys
 from pathlib import Path
 
+from . import __version__
+
 # Imports are made where they are needed: `tfcourse check`, its refusal inside a check's kernel and
 # `--help` must answer at once, not after loading the grader, the sandbox and the hub (seconds).
 
@@ -293,6 +295,7 @@ def parser(argv=None) -> argparse.ArgumentParser:
     """The command line."""
     argv = sys.argv[1:] if argv is None else argv
     top = argparse.ArgumentParser(prog="tfcourse", description=__doc__.split("\n\n")[0])
+    top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     top.add_argument("--course", type=Path, help="the course folder (default: the nearest folder "
                                                   "with course.yaml)")
     commands = top.add_subparsers(dest="command", required=True)
