@@ -509,7 +509,8 @@ def parse_course(data: Mapping, root: Path) -> Course:
 
 
 def load_course(root: str | os.PathLike | None = None) -> Course:
-    """Read course.yaml from `root`, or from the nearest course folder above the working directory."""
+    """Read course.yaml from `root`, or from the nearest course folder above the working
+    directory."""
     root = Path(root).resolve() if root else find_course_root()
     path = root / COURSE_FILE
     if not path.is_file():

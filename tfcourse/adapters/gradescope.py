@@ -167,7 +167,8 @@ def bundled_course_yaml(data: bytes) -> bytes:
     sandbox = course.setdefault("sandbox", {})
     if not sandbox.get("accept_weaker"):
         sandbox["accept_weaker"] = "process"
-    header = ("# course.yaml as tfcourse gradescope bundles it: sandbox.accept_weaker is 'process',\n"
+    header = ("# course.yaml as tfcourse gradescope bundles it: sandbox.accept_weaker is "
+              "'process',\n"
               "# for Gradescope's containers (see docs/sandbox.md).\n")
     return (header + yaml.safe_dump(course, sort_keys=False, allow_unicode=True)).encode("utf-8")
 

@@ -223,8 +223,8 @@ def gradescope_json(course: Course, report: SubmissionReport, lang: str) -> dict
 
 
 # -- feedback.md and feedback.html -----------------------------------------------------------------
-ABOUT_CHECKS = ("The hidden checks ran your code on inputs you have not seen. Each message says what "
-                "they found; the checks themselves stay with your instructor.")
+ABOUT_CHECKS = ("The hidden checks ran your code on inputs you have not seen. Each message says "
+                "what they found; the checks themselves stay with your instructor.")
 
 
 # What Markdown reads as its own in a message's text (which may hold a student's words: a cell's
@@ -308,7 +308,7 @@ progress { width: 100%; height: .8rem; }
 .notes { background: #fff8e1; border-left: 4px solid #f0b400; padding: .1rem 1rem; }
 .notes h2 { margin-top: .8rem; }
 .about { color: #555; margin-top: 2rem; }
-"""
+"""  # noqa: E501  (CSS sent as it is written: its bytes are feedback.html's)
 
 
 def part_html(stubs: str, rows: list[tuple], say, heading: str = "h2") -> str:

@@ -173,7 +173,8 @@ def refuse_readable(course: Course, found: Survey | list[Path]) -> None:
         folders = sorted({str(Path(os.path.abspath(path)).parent) for path in readable})
         more = f" and {len(readable) - 1} more submissions" if len(readable) > 1 else ""
         raise SideBySideRefused(
-            f"{printable(str(readable[0]))}{more} can be read by user {course.sandbox.user!r}, who runs every student's code here (sandbox."
+            f"{printable(str(readable[0]))}{more} can be read by user {course.sandbox.user!r}, "
+            f"who runs every student's code here (sandbox."
             f"isolation: process): make them private first (chmod -R o-rwx "
             f"{' '.join(printable(folder) for folder in folders[:3])})")
 

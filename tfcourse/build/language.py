@@ -29,8 +29,8 @@ def docstring_catalog(root: Path | None, lang: str) -> dict[str, str]:
     path = (root or Path.cwd()) / "source" / f"docstrings.{lang}.yaml"
     if lang == "en" or not path.is_file():
         return {}
-    return {inspect.cleandoc(english): spanish
-            for english, spanish in (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).items()}
+    table = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return {inspect.cleandoc(english): spanish for english, spanish in table.items()}
 
 
 def _docstrings(tree) -> list[ast.Constant]:

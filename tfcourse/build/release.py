@@ -1,4 +1,5 @@
-"""Generating what is built from source/: points in the notebooks, helper modules, release/, solutions/.
+"""Generating what is built from source/: points in the notebooks, helper modules, release/,
+solutions/.
 
 `build(course)` writes them; `check(course)` builds into a scratch folder and lists every committed
 file that differs. release/ and solutions/ come from nbgrader's own converters, configured by the

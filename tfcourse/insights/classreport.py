@@ -398,7 +398,8 @@ def page(summary: ClassSummary, title: str, figures: dict[str, str], lang: str, 
     return environment.get_template("report.html").render(
         summary=summary, title=title, figures=figures, lang=lang, say=say,
         shown_kinds=shown_kinds, low=low, median=median, high=high, esc=html.escape,
-        tries=tries or [], deadline=deadline, median_of=lambda values: statistics.median(values) if values else 0)
+        tries=tries or [], deadline=deadline,
+        median_of=lambda values: statistics.median(values) if values else 0)
 
 
 def _hours(attempts: list[Attempt], assignment: str, due) -> tuple[list[float], float | None]:

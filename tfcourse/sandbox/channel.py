@@ -67,7 +67,8 @@ def _encode(value, buffers, depth=0):
     if isinstance(value, torch.Tensor):
         tensor = value.detach().to("cpu")
         if tensor.is_complex() or tensor.layout != torch.strided:
-            raise ValueError(f"cannot send a tensor of dtype {tensor.dtype}, layout {tensor.layout}")
+            raise ValueError(f"cannot send a tensor of dtype {tensor.dtype}, "
+                             f"layout {tensor.layout}")
         if tensor.dtype not in _NAMES:
             tensor = tensor.to(torch.float64 if tensor.is_floating_point() else torch.int64)
         tensor = tensor.contiguous()

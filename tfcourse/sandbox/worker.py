@@ -1,10 +1,11 @@
-"""The student's side of the boundary: runs a submission's cells, then answers the grader's requests.
+"""The student's side of the boundary: runs a submission's cells, then answers the grader's
+requests.
 
 Started by the trusted grader inside the sandbox, with this file, channel.py, refusal.py,
 rulebook.py and standins.py copied beside it. It holds no grader and no reference solution: it
 executes student code on inputs the grader sends and sends back what came out, as plain tensors
-and numbers. Every verdict is made on the other side, so nothing this process (or the student code in it) says can
-award a point.
+and numbers. Every verdict is made on the other side, so nothing this process (or the student
+code in it) says can award a point.
 """
 import argparse
 import builtins

@@ -95,7 +95,9 @@ def _prctl(option: int, value: int, what: str) -> None:
 
 
 def _mount(source, target: str, kind, flags: int, data=None) -> None:
-    encode = (lambda text: None if text is None else text.encode())
+    def encode(text):
+        return None if text is None else text.encode()
+
     _call(libc.mount(encode(source), encode(target), encode(kind), ctypes.c_ulong(flags),
                      encode(data)), f"mount {target}")
 

@@ -54,7 +54,8 @@ def _red(message: str) -> str:
 
 @contextlib.contextmanager
 def raising():
-    """Failing checks raise CheckFailed in here (tests, scripts) instead of reporting and going on."""
+    """Failing checks raise CheckFailed in here (tests, scripts) instead of reporting and going
+    on."""
     before = _settings.get("raise", False)
     _settings["raise"] = True
     try:

@@ -106,7 +106,8 @@ def run_visible_checks(path: Path, timeout: int = 600) -> int:
         client.execute(stderr=subprocess.DEVNULL,
                        env={**os.environ, KERNEL_MARK: str(path.resolve())})
     except CellTimeoutError:
-        stopped = say("a cell ran longer than {seconds} s, so the run stopped there", seconds=timeout)
+        stopped = say("a cell ran longer than {seconds} s, so the run stopped there",
+                      seconds=timeout)
     except DeadKernelError:
         stopped = say("the kernel died (out of memory?), so the run stopped there")
     return _report(nb, tests, skipped, stopped, say)

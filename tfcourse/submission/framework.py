@@ -395,7 +395,8 @@ class Context:
 
     def __init__(self, session: StudentSession, reference: dict, course, assignment,
                  check_seconds: float, standins=None):
-        self.session, self.ref, self.course, self.assignment = session, reference, course, assignment
+        self.session, self.ref = session, reference
+        self.course, self.assignment = course, assignment
         self.standins = standins                # the course's stand-ins (autograder/standins.py)
         self.check_seconds = check_seconds
         self.atol = course.tolerance.atol

@@ -38,7 +38,8 @@ _OUTPUTS_VALUE = re.compile(rb"\s*:\s*\[")
 
 def _string_end(data: bytes, quote: int) -> int:
     """The index after the JSON string whose opening quote is at `quote`; -1 if it never ends.
-    bytes.find does the walking, so a string of hundreds of megabytes costs a fraction of a second."""
+    bytes.find does the walking, so a string of hundreds of megabytes costs a fraction of a
+    second."""
     position = quote + 1
     while True:
         close = data.find(b'"', position)

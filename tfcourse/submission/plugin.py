@@ -30,7 +30,7 @@ import pytest
 
 if TYPE_CHECKING:
     from ..course import Course
-    from .report import SubmissionReport, TestResult
+    from .report import SubmissionReport
     from .run import SubmissionRun
 
 GRADING = pytest.StashKey["Grading"]()
