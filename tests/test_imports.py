@@ -1,13 +1,12 @@
-"""The engine's import graph (bench/imports.py): no module imports one that imports it back, not
-even inside a function, and no package of tfcourse imports one that imports it back. And its
-sizes: no file of tfcourse/ over 600 lines, no function over 60 (issue 26's re-cut, kept)."""
+"""The engine's import graph (tests/import_graph.py): no module imports one that imports it back,
+not even inside a function, and no package of tfcourse imports one that imports it back. And its
+sizes, as a warning only: a file of tfcourse/ over 600 lines or a function over 60 is worth a look,
+but modules are cut by concern, not by size."""
 import ast
-import sys
+import warnings
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-import imports  # noqa: E402  (bench/imports.py)
+import import_graph as imports
 
 
 def test_no_module_is_in_an_import_cycle():
@@ -64,7 +63,13 @@ def long_parts(package: Path) -> list[str]:
     return found
 
 
-def test_no_file_or_function_of_the_engine_is_too_long(tmp_path):
-    assert long_parts(imports.PACKAGE) == []
+class LongPart(UserWarning):
+    """A file or function of the engine longer than FILE_LINES or FUNCTION_LINES."""
+
+
+def test_a_long_file_or_function_of_the_engine_is_a_warning(tmp_path):
+    for part in long_parts(imports.PACKAGE):
+        warnings.warn(f"{part} (over {FILE_LINES} lines a file or {FUNCTION_LINES} a function: "
+                      f"is it one concern?)", LongPart)
     (tmp_path / "long.py").write_text("def f():\n" + "    x = 1\n" * FUNCTION_LINES)
     assert long_parts(tmp_path) == ["long.py: f is 61 lines"]
