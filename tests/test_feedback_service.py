@@ -1026,7 +1026,7 @@ def test_each_job_slot_warms_its_zygote_and_fork_server_as_it_starts(course, tmp
                                ("zygote", "grader-0"), ("zygote", "grader-1")]
 
 
-# -- what the service's review found (tests/review_service_attempts.py) ----------------------------
+# -- what a hostile review of the service found ---------------------------------------------------
 def test_a_record_reaches_the_disk_before_its_rename_and_the_rename_after(tmp_path, monkeypatch):
     """A file renamed into place before it reached the disk can come back empty after a power
     loss: the file is synced, renamed, then its folder synced."""
@@ -1256,3 +1256,68 @@ def test_one_students_many_submissions_hold_up_a_classmates_copy_once_at_most(
         copied.append(arrival.named), snapshot(course, arrival, destination))[1])
     service(course, tmp_path).scan()
     assert copied == ["mallory", "bob", "mallory", "mallory"]
+
+
+def test_same_second_stamps_and_resubmissions_while_graded_stay_apart(course, tmp_path):
+    """bob and alice submit in the same second with the same stamp; bob resubmits while his first
+    is being graded, twice. Each of bob's is graded or superseded once, alice's is graded, and
+    nobody's record holds another's."""
+    exchange = tmp_path / "exchange"
+    submit(exchange, "bob", stamp="s")
+    submit(exchange, "alice", stamp="s")
+    feedback = service(course, tmp_path, jobs=1)
+    feedback.scan()
+    first = feedback.next_turn()
+    submit(exchange, "bob", stamp="s2", notebook=b'{"cells": [1]}')
+    submit(exchange, "bob", stamp="s3", notebook=b'{"cells": [2]}')
+    feedback.scan()
+    feedback.grade_one(first)
+    feedback.busy.discard(first.student)
+    while any(r.status == QUEUED for r in feedback.ledger.all()):
+        grade_next(feedback)
+    states = {r.key: (r.student, r.status) for r in feedback.ledger.all()}
+    assert all(key.startswith(student) for key, (student, _) in states.items())
+    assert sorted(s for k, (_, s) in states.items() if k.startswith("bob")) == \
+        ["graded", "graded", "superseded"]
+    assert states["alice+01-attention+s+rs"][1] == GRADED
+
+
+def test_a_student_reads_no_classmates_page_json_queue_or_report(course, tmp_path):
+    """The tornado app of make_app with the hub's login replaced by a fixed user (mallory):
+    ?student=bob, the JSON, the queue and the class report."""
+    from jupyterhub.services import auth
+    from tornado.testing import AsyncHTTPTestCase
+
+    exchange = tmp_path / "exchange"
+    submit(exchange, "bob", stamp="1")
+    feedback = service(course, tmp_path)
+    feedback.scan()
+    grade_next(feedback)
+    original = auth.HubOAuthenticated.get_current_user
+    auth.HubOAuthenticated.get_current_user = lambda self: {"name": "mallory"}
+    try:
+        from tfcourse.hub.app import make_app
+
+        seen = {}
+
+        class Case(AsyncHTTPTestCase):
+            def get_app(self):
+                return make_app(feedback, "/services/feedback/", {"teacher"})
+
+            def runTest(self):
+                for path in ["?student=bob", "api/feedback?student=bob", "api/queue",
+                             "report/", "report/index.html", "report/../../records",
+                             "?student=bob&student=mallory"]:
+                    response = self.fetch("/services/feedback/" + path)
+                    seen[path] = (response.code, response.body.decode(errors="replace"))
+
+        case = Case()
+        case.setUp()
+        try:
+            case.runTest()
+        finally:
+            case.tearDown()
+    finally:
+        auth.HubOAuthenticated.get_current_user = original
+    for path, (code, body) in seen.items():
+        assert "bob+01-attention" not in body and '"bob"' not in body, path

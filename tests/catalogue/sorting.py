@@ -30,6 +30,9 @@ BUGS = [
         port=NANOGPT_SORTING),
     bug("model_output_detached", A, "model-code", "y @ self.embedding.weight.T",
         "y @ self.embedding.weight.detach().T", {"model.tied": "detach"}),
+    # the same through .data: tied in the forward pass, no gradient from the logits to the embedding
+    bug("model_output_weight_data", A, "model-code", "y @ self.embedding.weight.T",
+        "y @ self.embedding.weight.data.T", {"model.tied": ".data"}),
     bug("model_no_sqrt_d_model", A, "model-code", EMBED,
         "self.embedding(tokens) + self.positions[: tokens.shape[1]]",
         {"model.embed": "sqrt(d_model)"}),
