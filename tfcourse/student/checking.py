@@ -186,7 +186,7 @@ def _example(name: str, *stubs) -> dict:
 
 def _differs(name: str, got: dict, keys=None) -> list[tuple[str, float]]:
     """The keys of example `name` whose values differ from the solution's, with the largest gap
-    (nothing when expected.json has no such example)."""
+    (nothing when visible_checks.json has no such example)."""
     wanted = examples.expected().get("examples", {}).get(name)
     if not wanted:
         return []
@@ -208,14 +208,15 @@ def _differs(name: str, got: dict, keys=None) -> list[tuple[str, float]]:
 
 
 def _expected(name: str, key: str):
-    """The solution's value of `key` in example `name` (None when expected.json lacks it)."""
+    """The solution's value of `key` in example `name` (None when visible_checks.json lacks it)."""
     data = examples.expected().get("examples", {}).get(name, {}).get("values", {}).get(key)
     return None if data is None else examples.from_data(data)
 
 
 def _module(what: str, cls, *args, names=None, **kwargs):
     """The student's module, its weights set by name to the example's fixed values, in eval mode;
-    and the names set. `names` (the solution's, from expected.json): fail when one is missing."""
+    and the names set. `names` (the solution's, from visible_checks.json): fail when one is
+    missing."""
     module = _call(what, cls, *args, **kwargs)
     if not isinstance(module, torch.nn.Module):
         _fail("{what} should be an nn.Module, not {kind}", what=what, kind=type(module).__name__)

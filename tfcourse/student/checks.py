@@ -8,7 +8,7 @@ nbgrader's Validate and `tfcourse check` read), and Run All goes on to the next 
 
 Besides properties, each check compares its stub's output on a fixed small example (fixed inputs
 and weights, made by a formula in examples.py) with the numbers the course's solution gives, which
-`tfcourse build` writes into expected.json. The hidden graders test more inputs, sizes and
+`tfcourse build` writes into visible_checks.json. The hidden graders test more inputs, sizes and
 invariances; the visible checks reveal none of those inputs.
 """
 from __future__ import annotations
