@@ -111,6 +111,17 @@ ATTACKS = {
     "flex_attention's math, called directly": "def attack():\n" + Q +
         "    from torch._higher_order_ops.flex_attention import math_attention\n"
         "    return math_attention(q[None], q[None], q[None], lambda s, *i: s, ())[0]\n",
+    "torch.onnx.ops.attention, its Python path": "def attack():\n" + Q +
+        "    q4 = q[None]\n"
+        "    return torch.onnx.ops.attention(q4, q4, q4, qk_matmul_output_mode=3)[0]\n",
+    "the onnx custom op's own function": "def attack():\n" + Q +
+        "    from torch.onnx.ops import _impl\n"
+        "    return _impl.attention_23._init_fn(q[None], q[None], q[None])[0]\n",
+    "the onnx operator": "def attack():\n" + Q +
+        "    return torch.ops.onnx.Attention.opset23(q[None], q[None], q[None])[0]\n",
+    "inductor's attention patterns, imported now": "def attack():\n" + Q +
+        "    from torch._inductor.fx_passes import fuse_attention\n"
+        "    return fuse_attention._sfdp_pattern_1(q, q, q, 2.0)\n",
     "torch's Python decomposition": "def attack():\n" + Q +
         "    from torch._decomp import decomposition_table as table\n"
         "    op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default\n"

@@ -203,3 +203,19 @@ def test_an_untied_output_layer_behind_overridden_methods_earns_no_tied_or_train
     results = graded["untied"]
     assert scores(results)["model.tied"] == 0, _message(results, "model.tied")
     assert scores(results)["trained.accuracy"] == 0, _message(results, "trained.accuracy")
+
+
+def test_an_exception_is_data_of_bounded_size_whatever_its_class_is_named():
+    """The student's code names its exception classes: a class named with 1,900 characters of a
+    file it read would carry them into the feedback."""
+    from tfcourse.sandbox.session import StudentError
+
+    error = StudentError({"type": "@0@" + "x" * 1900, "message": "m" * 10_000, "where": "<cell 3>",
+                          "line": 2, "traceback": "t" * 10_000, "extra": "kept out"})
+    assert error.type == "an exception"
+    assert len(error.info["message"]) == 3000 and len(error.info["traceback"]) == 3000
+    assert error.info["line"] == 2 and "extra" not in error.info
+    assert StudentError({"type": "ValueError", "line": True}).info == {
+        "type": "ValueError", "message": None, "traceback": None, "where": None, "line": None}
+    assert StudentError({"type": "Bad name!"}).type == "an exception"
+    assert StudentError("not a dict").info["message"] == "not a dict"

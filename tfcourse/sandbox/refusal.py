@@ -68,8 +68,10 @@ def refuse_attention(forbidden) -> dict:
         return any(name == last or (pattern is not None and pattern.search(name))
                    for last, pattern in matchers)
 
-    return {"operators": _refuse_operators(named_like),
-            "functions": _refuse_python(named_like, forbidden)}
+    refused = {"operators": _refuse_operators(named_like),
+               "functions": _refuse_python(named_like, forbidden)}
+    sys.addaudithook(refuses_import(named_like))
+    return refused
 
 
 # What a refusal reports, where torch's public name says more than the operator's
@@ -99,20 +101,26 @@ def _computing_keys(operator: str) -> list[str]:
 
 
 def _refuse_operators(named_like) -> list[str]:
-    library = torch._C._dispatch_library("IMPL", "aten", "", "<tfcourse refusal>", 0)
-    refused = []
+    """Every operator of every namespace (aten, onnx's Attention, ...) named like a forbidden
+    API, refused at each key where a kernel computes."""
+    libraries, refused = {}, []
     for full in sorted(torch._C._dispatch_get_all_op_names()):
         namespace, _, name = full.partition("::")
-        if namespace != "aten" or not named_like(name.split(".")[0]):
+        if not named_like(name.split(".")[0]):
             continue
         for key in _computing_keys(full):
+            if namespace not in libraries:
+                libraries[namespace] = torch._C._dispatch_library(
+                    "IMPL", namespace, "", "<tfcourse refusal>", 0)
             with _no_override_warning():
-                library.impl(name, key, _kernel(f"torch.ops.aten.{name}"), False)
+                libraries[namespace].impl(name, key, _kernel(f"torch.ops.{namespace}.{name}"),
+                                          False)
             refused.append(f"{full} ({key})")
-    # Immortal, then forgotten: destroying this object would remove the refusals, and with no
-    # reference left in Python (pybind11 objects are not tracked by gc) nothing can reach it.
-    ctypes.pythonapi.Py_IncRef(ctypes.py_object(library))
-    del library
+    # Immortal, then forgotten: destroying one of these objects would remove its refusals, and
+    # with no reference left in Python (pybind11 objects are not tracked by gc) nothing reaches it.
+    for library in libraries.values():
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(library))
+    libraries.clear()
     return refused
 
 
@@ -178,4 +186,25 @@ def _refuse_python(named_like, forbidden) -> list[str]:
                         refused.append(f"{dotted}.{method}")
             elif _poison(value, dotted):
                 refused.append(dotted)
+            elif not isinstance(value, types.ModuleType):   # an object holding the function: a
+                members = getattr(value, "__dict__", None)   # custom op's _init_fn, say
+                for member in list(members.values()) if isinstance(members, dict) else ():
+                    if _poison(member, dotted):
+                        refused.append(f"{dotted} ({member.__name__})")
     return refused
+
+
+def refuses_import(named_like):
+    """An audit hook that refuses importing, from now on, a module of torch whose dotted name
+    has a part named like a forbidden API (torch._inductor.fx_passes.fuse_attention, whose
+    patterns are attention in plain operations; torch.nested._internal.sdpa): such a module was
+    not loaded, so its functions were not refused. Audit hooks cannot be removed."""
+    def hook(event: str, args) -> None:
+        if event != "import" or not args or not isinstance(args[0], str):
+            return
+        name = args[0]
+        if (name == "torch" or name.startswith("torch.")) and name not in sys.modules and \
+                any(named_like(part) for part in name.split(".")[1:]):
+            sys.audit(AUDIT_EVENT, name)
+            raise ImportError(REFUSED.format(name=name))
+    return hook

@@ -17,7 +17,7 @@ RELATIVES = {
     "scaled_dot_product_attention": r"scaled_dot|sdpa|(?:^|_)sdp(?:_|$)|flash_attention|"
                                     r"efficient_attention|cudnn_attention|fused_attention|"
                                     r"flex_attention|CausalBias|causal_lower_right|"
-                                    r"causal_upper_left|math_attention|sfdp",
+                                    r"causal_upper_left|sfdp|(?i:attention)",
     "multi_head_attention_forward": r"multi_head_attention",
     "MultiheadAttention": r"MultiheadAttention",
     "TransformerEncoderLayer": r"TransformerEncoderLayer|transformer_encoder_layer",

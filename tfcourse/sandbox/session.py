@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import select
 import time
 from dataclasses import dataclass, field
@@ -42,15 +43,40 @@ class CellOutcome:
 
 
 class StudentError(Exception):
-    """Student code raised: `info` has type, message, traceback, where (cell) and line."""
+    """Student code raised: `info` has type, message, traceback, where (cell) and line, as the
+    student's process sent them, each made plain and short here (`error_info`)."""
 
     def __init__(self, info: dict):
+        info = error_info(info)
         super().__init__(f"{info.get('type')}: {info.get('message')}")
         self.info = info
 
     @property
     def type(self) -> str:
         return str(self.info.get("type"))
+
+
+# What an error's fields may hold: the student's code chose them all (an exception class can be
+# named with any text), and they reach feedback, so each is text of a bounded length.
+ERROR_FIELDS = {"type": 80, "message": 3000, "traceback": 3000, "where": 80}
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+
+
+def error_info(info) -> dict:
+    """A student error as data: each known field a string of at most its ERROR_FIELDS length
+    (an exception's class name a Python name, or "an exception"), the line a small integer."""
+    info = info if isinstance(info, dict) else {"message": str(info)}
+    plain = {}
+    for name, limit in ERROR_FIELDS.items():
+        value = info.get(name)
+        plain[name] = None if value is None else str(value)[:limit]
+    kind = plain["type"] or ""
+    if not _NAME.fullmatch(kind) or len(str(info.get("type"))) > ERROR_FIELDS["type"]:
+        plain["type"] = "an exception"
+    line = info.get("line")
+    plain["line"] = line if isinstance(line, int) and not isinstance(line, bool) and \
+        0 <= line < 10 ** 7 else None
+    return plain
 
 
 class ProcessEnded(Exception):
