@@ -90,11 +90,29 @@ def test_report_in_spanish(tmp_path):
     assert "Informe de la clase" in page and "Class report" not in page
 
 
+def test_nbgrader_layout_is_read_as_grading_writes_it(tmp_path, capsys):
+    """`tfcourse grade submitted/` writes nbgrader's layout as graded/<student>/<assignment>/."""
+    graded = tmp_path / "graded"
+    results(graded / "alice" / "01", "01", {"a": NO_SCALE, "b": None})
+    results(graded / "alice" / "02", "02", {"c": None})
+    results(graded / "bob" / "01", "01", {"a": None, "b": None})
+    results(graded / "carol", "01", {"a": None, "b": SLOW})          # and the flat layout beside
+    found, problems = read_class(graded)
+    assert problems == []
+    assert sorted(item.name for item in found) == ["alice/01", "alice/02", "bob/01", "carol"]
+    assert main(["--course", str(tmp_path), "report", str(graded), "--out",
+                 str(tmp_path / "report")]) == 0
+    rows = list(csv.DictReader((tmp_path / "report" / "01" / "scores.csv").open()))
+    assert [row["submission"] for row in rows] == ["alice/01", "bob/01", "carol"]
+    assert "carol" in (tmp_path / "report" / "01" / "index.html").read_text()    # at a limit
+
+
 def test_no_results_is_a_clear_refusal(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["--course", str(tmp_path), "report", str(tmp_path / "empty"), "--out",
                  str(tmp_path / "r")]) == 2
-    assert "no results.json" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert "no results.json" in said and "<student>/<assignment>/" in said
 
 
 # -- a synthetic class of 200 from the catalogue -----------------------------------------------

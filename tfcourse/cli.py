@@ -93,7 +93,10 @@ def cmd_grade(options) -> int:
         print(f"tfcourse grade: {error}", file=sys.stderr)
         return 2
     print(table(outcomes))
-    print(f"results in {options.out}/<submission>/results.json and feedback.md")
+    from .batch.graded import layouts
+
+    for layout in layouts([outcome.name for outcome in outcomes]):
+        print(f"results in {options.out}/{layout}/results.json and feedback.md")
     return 0
 
 
@@ -151,8 +154,9 @@ def cmd_report(options) -> int:
     for line in problems:
         print(f"not read: {line}", file=sys.stderr)
     if not graded:
-        print(f"tfcourse report: no results.json in {options.graded}/<submission>/ (the folder "
-              f"`tfcourse grade --out` writes)", file=sys.stderr)
+        print(f"tfcourse report: no results.json in {options.graded}/<submission>/ nor in "
+              f"{options.graded}/<student>/<assignment>/ (the folders `tfcourse grade --out` "
+              f"writes, the second for nbgrader's submitted/)", file=sys.stderr)
         return 2
     lang = options.lang or (course.language if course else "en")
     pages = write_report(course, graded, options.out, lang, problems, attempts)
@@ -195,7 +199,10 @@ def _add_grade(commands) -> None:
     grade = commands.add_parser("grade", help="grade submissions")
     grade.add_argument("submissions", nargs="+", type=Path,
                        help="a student's folder, a notebook, or a folder of submissions")
-    grade.add_argument("--out", type=Path, default=Path("graded"), help="results folder")
+    grade.add_argument("--out", type=Path, default=Path("graded"),
+                       help="results folder (default: graded/ in the current folder): "
+                            "<submission>/ or, for nbgrader's submitted/, <student>/<assignment>/ "
+                            "for each")
     grade.add_argument("--jobs", type=int,
                        help="submissions at once (default: one per core this process may use)")
     grade.add_argument("--lang", help="language of the feedback (default: course.yaml's)")

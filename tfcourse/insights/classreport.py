@@ -23,10 +23,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tfcourse.course import Course
+from tfcourse.batch.graded import RESULTS_MB, results_files
 from tfcourse.batch.results import folders_of, write_atomically
 from tfcourse.i18n import render
 
-RESULTS_MB = 8              # a results.json is a few KB; a larger file is not one grading wrote
 # The kinds of message that mean a submission hit a limit of the sandbox (submission/framework.py).
 # "took longer than": results graded before time limits were CPU time.
 LIMIT_KINDS = ("used more than", "did not finish within", "took longer than",
@@ -47,7 +47,8 @@ class Check:
 @dataclass(frozen=True)
 class Graded:
     """One submission's results, as read from its results.json and checked."""
-    name: str               # its folder's name: in scores.csv, never on the page
+    name: str               # its folder's name below the results ("alice", "alice/01-attention"):
+                            # in scores.csv, never on the page
     assignment: str
     score: float
     max_score: float
@@ -70,8 +71,9 @@ def _text(value) -> str:
     return value if isinstance(value, str) else ""
 
 
-def read_graded(path: Path) -> Graded:
-    """A results.json, read and checked (ValueError says what is wrong with it)."""
+def read_graded(path: Path, name: str | None = None) -> Graded:
+    """A results.json, read and checked (ValueError says what is wrong with it); `name`: the
+    submission's (by default its folder's)."""
     if path.stat().st_size > RESULTS_MB << 20:
         raise ValueError(f"larger than {RESULTS_MB} MB")
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -92,21 +94,22 @@ def read_graded(path: Path) -> Graded:
                             "" if passed else _text(details.get("kind")) or message, message))
     notebooks = [nb for nb in extra.get("notebooks", []) if isinstance(nb, dict)] \
         if isinstance(extra.get("notebooks"), list) else []
-    return Graded(path.parent.name, _text(extra.get("assignment")), _number(data.get("score")),
+    return Graded(name or path.parent.name, _text(extra.get("assignment")), _number(data.get("score")),
                   _number(data.get("max_score")), tuple(checks),
                   _number(data.get("execution_time")),
                   max((_number(nb.get("peak_memory_mb")) for nb in notebooks), default=0.0))
 
 
 def read_class(folder: Path) -> tuple[list[Graded], list[str]]:
-    """Every graded submission under `folder` (one results.json per submission folder, as
-    grading writes them), and a line for each results.json that could not be read."""
+    """Every graded submission under `folder` (one results.json per submission folder, in
+    either layout grading writes: batch/graded.py), and a line for each results.json that could
+    not be read."""
     graded, problems = [], []
-    for path in sorted(Path(folder).glob("*/results.json")):
+    for name, path in results_files(Path(folder)):
         try:
-            graded.append(read_graded(path))
+            graded.append(read_graded(path, name))
         except (OSError, ValueError) as error:
-            problems.append(f"{path.parent.name}: {error}")
+            problems.append(f"{name}: {error}")
     return graded, problems
 
 
