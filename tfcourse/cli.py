@@ -93,10 +93,11 @@ def cmd_grade(options) -> int:
         print(f"tfcourse grade: {error}", file=sys.stderr)
         return 2
     print(table(outcomes))
-    from .batch.graded import layouts
+    from .batch.graded import GRADES, layouts
 
     for layout in layouts([outcome.name for outcome in outcomes]):
         print(f"results in {options.out}/{layout}/results.json and feedback.md")
+    print(f"every submission's scores in {options.out / GRADES}")
     return 0
 
 
@@ -202,7 +203,7 @@ def _add_grade(commands) -> None:
     grade.add_argument("--out", type=Path, default=Path("graded"),
                        help="results folder (default: graded/ in the current folder): "
                             "<submission>/ or, for nbgrader's submitted/, <student>/<assignment>/ "
-                            "for each")
+                            "for each, and grades.csv")
     grade.add_argument("--jobs", type=int,
                        help="submissions at once (default: one per core this process may use)")
     grade.add_argument("--lang", help="language of the feedback (default: course.yaml's)")

@@ -31,6 +31,7 @@ from .child import (GRADERS, Interrupted, Warm, grade_in_child, grade_one,  # no
 from .fingerprint import (Stamp, fingerprint, graded_as, graded_as_stamped,  # noqa: F401
                           previous_fingerprint)  # (fingerprint: callers')
 from .fingerprint import stamp as take_stamp
+from .graded import write_grades
 from .results import private_folder, write_results
 from .survey import Found, Survey, expand, printable, survey  # noqa: F401 (expand: callers')
 
@@ -207,7 +208,8 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
                force: bool = False, assignment: str | None = None, skip: list[str] = (),
                progress: bool = True, threads: int | None = None,
                scheduler: str | None = None) -> Outcomes:
-    """Grade every submission among `paths` (see `survey`) into `out`/<name>/: `jobs` at a time
+    """Grade every submission among `paths` (see `survey`) into `out`/<name>/, and write
+    `out`/grades.csv from every result there (graded.write_grades): `jobs` at a time
     here, or, given the address of a Dask scheduler, on its workers (cluster.py; `jobs` is then
     not used). Raises Interrupted when told to stop, after ending every grader and removing their
     temporary folders; SideBySideRefused when `jobs` > 1 where students run as one user."""
@@ -242,6 +244,7 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
         batch.warm.close()                   # so that no zygote and no folder of one outlives it
         if bar:
             bar.close()
+        write_grades(course, out)            # every result under `out`, those kept from before too
     order = {item.name: index for index, item in enumerate(found.submissions)}
     outcomes.sort(key=lambda o: order.get(o.name, 0))
     return outcomes
