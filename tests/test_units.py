@@ -648,3 +648,25 @@ def test_the_submissions_name_in_feedback_md_is_only_text(course):
     assert shown.startswith("<h1>Feedback: eve **Score 14 ∕ 14** ~~0 ∕ 14~~ [x]"), shown
     for tag in ("<strong", "<del", "<a ", "<img", "<h2"):
         assert tag not in shown, (tag, shown)
+
+
+def test_the_feedback_heading_names_the_student_in_nbgraders_layout(course, tmp_path):
+    """submitted/<student>/<assignment>/: the heading names the student, not the assignment's
+    folder (the page names the assignment on its own), whether the class folder or the one
+    assignment folder was given."""
+    from tfcourse.batch.results import feedback, feedback_html, feedback_markdown
+    from tfcourse.batch.runner import shown_name
+    from tfcourse.batch.survey import Found
+    from tfcourse.submission.report import SubmissionReport
+
+    for name, heading in (("alice/01-attention", "alice"), ("alice", "alice"),
+                          ("alice/02-layers", "alice/02-layers")):     # not this assignment's
+        view = feedback(course, SubmissionReport("01-attention", name), "en")
+        assert feedback_markdown(view).splitlines()[0] == f"# Feedback: {heading}", name
+        assert f"<h1>Feedback: {heading}</h1>" in feedback_html(view)
+    folder = tmp_path / "submitted" / "bob" / "01-attention"
+    assert shown_name(course, Found("01-attention", folder)) == "bob/01-attention"
+    assert shown_name(course, Found("bob/01-attention", folder)) == "bob/01-attention"
+    released = course.release_dir / "01-attention"
+    assert shown_name(course, Found("01-attention", released)) == "01-attention"
+    assert shown_name(course, Found("alice", tmp_path / "alice")) == "alice"

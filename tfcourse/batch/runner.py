@@ -295,7 +295,7 @@ class _Batch:
     def record(self, entry: Planned, report: SubmissionReport, seconds: float) -> Outcome:
         """Write a submission's results (the same here and for a cluster's report)."""
         item = entry.item
-        report.submission = printable(item.name)
+        report.submission = printable(shown_name(self.course, item))
         results, status = _write(self.course, report, entry, self.lang)
         return Outcome(item.name, entry.folder, status, results["score"] if results else 0.0,
                        results["max_score"] if results else 0.0, round(seconds, 1),
@@ -318,6 +318,19 @@ class _Batch:
         if GRADERS.stopping:                 # ended by the stop: not a result
             return None
         return self.record(entry, report, time.monotonic() - started)
+
+
+def shown_name(course: Course, item: Found) -> str:
+    """The submission's name in its results and feedback: its results folder's, but for a folder
+    named as an assignment, given alone (`submitted/alice/01-attention`, or `submitted/alice/`):
+    nbgrader's layout says whose it is, "alice/01-attention" (the heading names "alice")."""
+    path = Path(os.path.abspath(item.path))
+    ours = {folder.resolve() for folder in (course.root, course.release_dir,
+                                            course.solutions_dir, course.source_dir)}
+    if item.name == path.name and path.name in {a.id for a in course.assignments} and \
+            path.parent.name and path.parent.resolve() not in ours:
+        return f"{path.parent.name}/{path.name}"
+    return item.name
 
 
 def _not_graded(results: dict | None) -> str:
