@@ -525,6 +525,8 @@ def test_expand_finds_each_submission_of_a_class_folder(course, tmp_path):
     notebook_file(room / "bob.ipynb")
     notebook_file(room / "carol" / "01-attention" / "attention.ipynb")     # nbgrader's layout
     notebook_file(room / "carol" / "02-layers" / "layers.ipynb")
+    for assignment in ("01-attention", "02-layers"):                     # as nbgrader collects
+        (room / "carol" / assignment / "timestamp.txt").write_text("2026-12-01 10:00:00 UTC")
     notebook_file(room / ".ipynb_checkpoints" / "attention-checkpoint.ipynb")
     notebook_file(room / "README.md")
     notebook_file(tmp_path / "elsewhere" / "attention.ipynb")
@@ -540,6 +542,26 @@ def test_expand_finds_each_submission_of_a_class_folder(course, tmp_path):
     assert found.ignored == [(str(room / "README.md"),
                               "a file, not a notebook nor a folder: ignored")]
     assert found.warnings == []
+
+
+def test_a_submission_nbgrader_did_not_collect_is_named_with_what_nbgrader_needs(course,
+                                                                                 tmp_path):
+    """A folder placed by hand in submitted/ lacks timestamp.txt, at which nbgrader's
+    release_feedback stops for the whole class: grading says so, before and under the table."""
+    room = tmp_path / "submitted"
+    notebook_file(room / "carol" / "01-attention" / "attention.ipynb")
+    (room / "carol" / "01-attention" / "timestamp.txt").write_text("2026-12-01 10:00:00 UTC")
+    notebook_file(room / "erin" / "01-attention" / "attention.ipynb")       # placed by hand
+    notebook_file(room / "frank" / "attention.ipynb")                  # not nbgrader's layout
+    found = runner.survey(course, [room])
+    assert [item.name for item in found.submissions] == ["carol/01-attention",
+                                                         "erin/01-attention", "frank"]
+    assert len(found.warnings) == 1
+    path, what = found.warnings[0]
+    assert path == str(room / "erin" / "01-attention")
+    assert "no timestamp.txt" in what and "nbgrader release_feedback 01-attention" in what
+    assert "--CourseDirectory.student_id_exclude=erin" in what
+    assert "warning: no timestamp.txt" in runner.table([], [], found.warnings)
 
 
 def test_expand_takes_a_students_folder_and_a_single_notebook_as_one(course, tmp_path):
