@@ -160,7 +160,8 @@ def cmd_report(options) -> int:
               f"writes, the second for nbgrader's submitted/)", file=sys.stderr)
         return 2
     lang = options.lang or (course.language if course else "en")
-    pages = write_report(course, graded, options.out, lang, problems, attempts)
+    pages = write_report(course, graded, options.out, lang, problems, attempts,
+                         skip_unstarted=options.skip_unstarted)
     for path in pages:
         print(f"wrote {path}")
     return 0
@@ -237,15 +238,20 @@ def _add_insights(commands) -> None:
     report.add_argument("graded", type=Path,
                         help="the folder `tfcourse grade --out` wrote, or a feedback service's "
                              "state folder (--state): then also submissions per hour and tries")
-    report.add_argument("--out", type=Path, default=Path("report"), help="where pages go")
+    report.add_argument("--out", type=Path, default=Path("report"),
+                        help="where pages go (default: report/ in the current folder)")
     report.add_argument("--lang", help="the report's language (default: course.yaml's)")
+    report.add_argument("--skip-unstarted", action="store_true",
+                        help="leave out submissions handed in as released (every check 'not "
+                             "written yet'); the page says how many")
     report.set_defaults(run=cmd_report)
 
     similar = commands.add_parser(
         "similarity", help="pairs of submissions whose code is alike, to read side by side")
     similar.add_argument("submissions", nargs="+", type=Path,
                          help="students' folders or notebooks, or a folder of them")
-    similar.add_argument("--out", type=Path, default=Path("similarity"), help="where pages go")
+    similar.add_argument("--out", type=Path, default=Path("similarity"),
+                         help="where pages go (default: similarity/ in the current folder)")
     similar.add_argument("--assignment", help="the assignment (default: from notebook names)")
     similar.add_argument("--known", type=Path,
                          help="a folder of known sources (public implementations, .py or "
