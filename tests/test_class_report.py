@@ -90,11 +90,96 @@ def test_report_in_spanish(tmp_path):
     assert "Informe de la clase" in page and "Class report" not in page
 
 
+def test_nbgrader_layout_is_read_as_grading_writes_it(tmp_path, capsys):
+    """`tfcourse grade submitted/` writes nbgrader's layout as graded/<student>/<assignment>/."""
+    graded = tmp_path / "graded"
+    results(graded / "alice" / "01", "01", {"a": NO_SCALE, "b": None})
+    results(graded / "alice" / "02", "02", {"c": None})
+    results(graded / "bob" / "01", "01", {"a": None, "b": None})
+    results(graded / "carol", "01", {"a": None, "b": SLOW})          # and the flat layout beside
+    found, problems = read_class(graded)
+    assert problems == []
+    assert sorted(item.name for item in found) == ["alice/01", "alice/02", "bob/01", "carol"]
+    assert main(["--course", str(tmp_path), "report", str(graded), "--out",
+                 str(tmp_path / "report")]) == 0
+    rows = list(csv.DictReader((tmp_path / "report" / "01" / "scores.csv").open()))
+    assert [row["submission"] for row in rows] == ["alice/01", "bob/01", "carol"]
+    assert "carol" in (tmp_path / "report" / "01" / "index.html").read_text()    # at a limit
+
+
+UNWRITTEN = ("not written yet: the code raises NotImplementedError",
+             "not written yet: the code raises NotImplementedError")
+RAISED = ("your code raised {kind} (cell {cell}, line {line}): {message}",
+          "your code raised ValueError (cell sdpa-code, line 3): bad shape")
+
+
+def test_unstarted_submissions_are_counted_and_can_be_left_out(tmp_path):
+    graded = tmp_path / "graded"
+    results(graded / "alice", "01", {"a": RAISED, "b": None})
+    results(graded / "bob", "01", {"a": UNWRITTEN, "b": UNWRITTEN})          # the release
+    results(graded / "carol", "01", {"a": UNWRITTEN, "b": None})              # started
+    found, _ = read_class(graded)
+    assert [item.unstarted for item in found] == [False, True, False]
+    summary = summarize(found, "01")
+    assert (summary.submissions, summary.unstarted, summary.left_out) == (3, 1, 0)
+    assert summary.together[("b", "b")] == 1                  # bob fails every check
+    summary = summarize(found, "01", skip_unstarted=True)
+    assert (summary.submissions, summary.unstarted, summary.left_out) == (2, 0, 1)
+    assert summary.together.get(("b", "b")) is None and sorted(summary.scores) == [1.0, 1.0]
+    for option, said in (([], "Unstarted among them (handed in as released"),
+                         (["--skip-unstarted"], "Left out of every figure (--skip-unstarted)")):
+        out = tmp_path / ("report" + "".join(option))
+        assert main(["--course", str(tmp_path), "report", str(graded), "--out", str(out),
+                     *option]) == 0
+        page = (out / "01" / "index.html").read_text()
+        assert said in page and ": 1" in page.split(said)[1].split("</p>")[0]
+        rows = list(csv.DictReader((out / "01" / "scores.csv").open()))
+        assert ("bob" in [row["submission"] for row in rows]) == (not option)
+
+
+def test_kinds_read_as_messages_and_the_cost_says_its_time(tmp_path):
+    graded = tmp_path / "graded"
+    results(graded / "alice", "01", {"a": RAISED, "b": SLOW})
+    results(graded / "bob", "01", {"a": RAISED, "b": None})
+    assert main(["--course", str(tmp_path), "report", str(graded), "--out",
+                 str(tmp_path / "report")]) == 0
+    page = (tmp_path / "report" / "01" / "index.html").read_text()
+    assert "your code raised … (cell …, line …): …" in page and "{kind}" not in page
+    assert "took longer than … s (an endless loop" in page and "{seconds}" not in page
+    assert "bad shape" in page                                     # the example, filled in
+    assert "by the wall clock" in page and "not CPU time" in page
+    assert main(["--course", str(tmp_path), "report", str(graded), "--out",
+                 str(tmp_path / "es"), "--lang", "es"]) == 0
+    assert "tu código lanzó … (celda …, línea …): …" in \
+        (tmp_path / "es" / "01" / "index.html").read_text()
+
+
+def test_counts_of_submissions_have_whole_ticks(tmp_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    from tfcourse.insights.classreport import _scores_figure, _together_figure
+
+    graded = tmp_path / "graded"
+    results(graded / "alice", "01", {"a": NO_SCALE, "b": None})
+    results(graded / "bob", "01", {"a": NO_SCALE, "b": SLOW})
+    summary = summarize(read_class(graded)[0], "01")
+    for figure, axis in ((_scores_figure(plt, summary, str), lambda f: f.axes[0].yaxis),
+                         (_together_figure(plt, summary, str), lambda f: f.axes[1].yaxis)):
+        figure.canvas.draw()
+        low, high = axis(figure).get_view_interval()
+        ticks = [tick for tick in axis(figure).get_ticklocs() if low <= tick <= high]
+        assert len(ticks) >= 2 and all(tick == int(tick) for tick in ticks), ticks
+        plt.close(figure)
+
+
 def test_no_results_is_a_clear_refusal(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["--course", str(tmp_path), "report", str(tmp_path / "empty"), "--out",
                  str(tmp_path / "r")]) == 2
-    assert "no results.json" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert "no results.json" in said and "<student>/<assignment>/" in said
 
 
 # -- a synthetic class of 200 from the catalogue -----------------------------------------------

@@ -174,3 +174,22 @@ def test_feedback_follows_the_language(grade):
     assert results["score"] == 0
     assert all("todavía no está escrito" in t["output"] for t in results["tests"])
     assert results["tests"][0]["name"].endswith("formas")
+
+
+def test_where_student_code_raised_is_said_in_the_language(course):
+    """The grader's traceback names a cell "<cell sdpa-code>": the Spanish feedback says "celda",
+    not the English word inside a Spanish sentence."""
+    from tfcourse.batch.results import feedback, feedback_markdown
+    from tfcourse.sandbox.session import StudentError
+    from tfcourse.submission.framework import describe_student_error
+    from tfcourse.submission.report import NotebookReport, SubmissionReport, TestResult
+
+    template, params = describe_student_error(StudentError(
+        {"type": "ValueError", "message": "bad shape", "where": "<cell sdpa-code>", "line": 3}))
+    report = SubmissionReport("01-attention", "alice/01-attention", [NotebookReport(
+        "attention.ipynb", [TestResult("sdpa.values", 0.0, 2.0, template, params)])])
+    spanish = feedback_markdown(feedback(course, report, "es"))
+    assert "tu código lanzó ValueError (celda sdpa-code, línea 3): bad shape" in spanish
+    assert "cell" not in spanish.lower().replace("celda", ""), spanish
+    english = feedback_markdown(feedback(course, report, "en"))
+    assert "your code raised ValueError (cell sdpa-code, line 3): bad shape" in english

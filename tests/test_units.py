@@ -525,6 +525,8 @@ def test_expand_finds_each_submission_of_a_class_folder(course, tmp_path):
     notebook_file(room / "bob.ipynb")
     notebook_file(room / "carol" / "01-attention" / "attention.ipynb")     # nbgrader's layout
     notebook_file(room / "carol" / "02-layers" / "layers.ipynb")
+    for assignment in ("01-attention", "02-layers"):                     # as nbgrader collects
+        (room / "carol" / assignment / "timestamp.txt").write_text("2026-12-01 10:00:00 UTC")
     notebook_file(room / ".ipynb_checkpoints" / "attention-checkpoint.ipynb")
     notebook_file(room / "README.md")
     notebook_file(tmp_path / "elsewhere" / "attention.ipynb")
@@ -540,6 +542,26 @@ def test_expand_finds_each_submission_of_a_class_folder(course, tmp_path):
     assert found.ignored == [(str(room / "README.md"),
                               "a file, not a notebook nor a folder: ignored")]
     assert found.warnings == []
+
+
+def test_a_submission_nbgrader_did_not_collect_is_named_with_what_nbgrader_needs(course,
+                                                                                 tmp_path):
+    """A folder placed by hand in submitted/ lacks timestamp.txt, at which nbgrader's
+    release_feedback stops for the whole class: grading says so, before and under the table."""
+    room = tmp_path / "submitted"
+    notebook_file(room / "carol" / "01-attention" / "attention.ipynb")
+    (room / "carol" / "01-attention" / "timestamp.txt").write_text("2026-12-01 10:00:00 UTC")
+    notebook_file(room / "erin" / "01-attention" / "attention.ipynb")       # placed by hand
+    notebook_file(room / "frank" / "attention.ipynb")                  # not nbgrader's layout
+    found = runner.survey(course, [room])
+    assert [item.name for item in found.submissions] == ["carol/01-attention",
+                                                         "erin/01-attention", "frank"]
+    assert len(found.warnings) == 1
+    path, what = found.warnings[0]
+    assert path == str(room / "erin" / "01-attention")
+    assert "no timestamp.txt" in what and "nbgrader release_feedback 01-attention" in what
+    assert "--CourseDirectory.student_id_exclude=erin" in what
+    assert "warning: no timestamp.txt" in runner.table([], [], found.warnings)
 
 
 def test_expand_takes_a_students_folder_and_a_single_notebook_as_one(course, tmp_path):
@@ -648,3 +670,25 @@ def test_the_submissions_name_in_feedback_md_is_only_text(course):
     assert shown.startswith("<h1>Feedback: eve **Score 14 ∕ 14** ~~0 ∕ 14~~ [x]"), shown
     for tag in ("<strong", "<del", "<a ", "<img", "<h2"):
         assert tag not in shown, (tag, shown)
+
+
+def test_the_feedback_heading_names_the_student_in_nbgraders_layout(course, tmp_path):
+    """submitted/<student>/<assignment>/: the heading names the student, not the assignment's
+    folder (the page names the assignment on its own), whether the class folder or the one
+    assignment folder was given."""
+    from tfcourse.batch.results import feedback, feedback_html, feedback_markdown
+    from tfcourse.batch.runner import shown_name
+    from tfcourse.batch.survey import Found
+    from tfcourse.submission.report import SubmissionReport
+
+    for name, heading in (("alice/01-attention", "alice"), ("alice", "alice"),
+                          ("alice/02-layers", "alice/02-layers")):     # not this assignment's
+        view = feedback(course, SubmissionReport("01-attention", name), "en")
+        assert feedback_markdown(view).splitlines()[0] == f"# Feedback: {heading}", name
+        assert f"<h1>Feedback: {heading}</h1>" in feedback_html(view)
+    folder = tmp_path / "submitted" / "bob" / "01-attention"
+    assert shown_name(course, Found("01-attention", folder)) == "bob/01-attention"
+    assert shown_name(course, Found("bob/01-attention", folder)) == "bob/01-attention"
+    released = course.release_dir / "01-attention"
+    assert shown_name(course, Found("01-attention", released)) == "01-attention"
+    assert shown_name(course, Found("alice", tmp_path / "alice")) == "alice"

@@ -95,7 +95,11 @@ def cmd_grade(options) -> int:
         print(f"tfcourse grade: {error}", file=sys.stderr)
         return 2
     print(table(outcomes))
-    print(f"results in {options.out}/<submission>/results.json and feedback.md")
+    from .batch.graded import GRADES, layouts
+
+    for layout in layouts([outcome.name for outcome in outcomes]):
+        print(f"results in {options.out}/{layout}/results.json and feedback.md")
+    print(f"every submission's scores in {options.out / GRADES}")
     return 0
 
 
@@ -153,11 +157,13 @@ def cmd_report(options) -> int:
     for line in problems:
         print(f"not read: {line}", file=sys.stderr)
     if not graded:
-        print(f"tfcourse report: no results.json in {options.graded}/<submission>/ (the folder "
-              f"`tfcourse grade --out` writes)", file=sys.stderr)
+        print(f"tfcourse report: no results.json in {options.graded}/<submission>/ nor in "
+              f"{options.graded}/<student>/<assignment>/ (the folders `tfcourse grade --out` "
+              f"writes, the second for nbgrader's submitted/)", file=sys.stderr)
         return 2
     lang = options.lang or (course.language if course else "en")
-    pages = write_report(course, graded, options.out, lang, problems, attempts)
+    pages = write_report(course, graded, options.out, lang, problems, attempts,
+                         skip_unstarted=options.skip_unstarted)
     for path in pages:
         print(f"wrote {path}")
     return 0
@@ -197,7 +203,10 @@ def _add_grade(commands) -> None:
     grade = commands.add_parser("grade", help="grade submissions")
     grade.add_argument("submissions", nargs="+", type=Path,
                        help="a student's folder, a notebook, or a folder of submissions")
-    grade.add_argument("--out", type=Path, default=Path("graded"), help="results folder")
+    grade.add_argument("--out", type=Path, default=Path("graded"),
+                       help="results folder (default: graded/ in the current folder): "
+                            "<submission>/ or, for nbgrader's submitted/, <student>/<assignment>/ "
+                            "for each, and grades.csv")
     grade.add_argument("--jobs", type=int,
                        help="submissions at once (default: one per core this process may use)")
     grade.add_argument("--lang", help="language of the feedback (default: course.yaml's)")
@@ -231,15 +240,20 @@ def _add_insights(commands) -> None:
     report.add_argument("graded", type=Path,
                         help="the folder `tfcourse grade --out` wrote, or a feedback service's "
                              "state folder (--state): then also submissions per hour and tries")
-    report.add_argument("--out", type=Path, default=Path("report"), help="where pages go")
+    report.add_argument("--out", type=Path, default=Path("report"),
+                        help="where pages go (default: report/ in the current folder)")
     report.add_argument("--lang", help="the report's language (default: course.yaml's)")
+    report.add_argument("--skip-unstarted", action="store_true",
+                        help="leave out submissions handed in as released (every check 'not "
+                             "written yet'); the page says how many")
     report.set_defaults(run=cmd_report)
 
     similar = commands.add_parser(
         "similarity", help="pairs of submissions whose code is alike, to read side by side")
     similar.add_argument("submissions", nargs="+", type=Path,
                          help="students' folders or notebooks, or a folder of them")
-    similar.add_argument("--out", type=Path, default=Path("similarity"), help="where pages go")
+    similar.add_argument("--out", type=Path, default=Path("similarity"),
+                         help="where pages go (default: similarity/ in the current folder)")
     similar.add_argument("--assignment", help="the assignment (default: from notebook names)")
     similar.add_argument("--known", type=Path,
                          help="a folder of known sources (public implementations, .py or "

@@ -116,6 +116,14 @@ class Feedback:
     def rows(self) -> list[Row]:
         return [row for part in self.parts for row in part.rows]
 
+    @property
+    def student(self) -> str:
+        """Whom the feedback is for, as its heading names them: in nbgrader's layout
+        (`submitted/<student>/<assignment>/`, the submission "alice/01-attention") the student's
+        folder, not the assignment's, which the page names on its own."""
+        head, _, tail = self.submission.rpartition("/")
+        return head if head and self.assignment and tail == self.assignment else self.submission
+
     def part(self, group_id: str) -> Part | None:
         return next((part for part in self.parts if part.group == group_id), None)
 
@@ -264,7 +272,7 @@ def _part_points(part: Part) -> str:
 
 def feedback_markdown(view: Feedback) -> str:
     """The student's feedback as Markdown: score, notes, and a table of checks per part."""
-    lines = [f"# {view.say('Feedback')}: {markdown_text(view.submission)}", ""]
+    lines = [f"# {view.say('Feedback')}: {markdown_text(view.student)}", ""]
     if view.assignment:
         lines += [f"**{view.assignment_title}** ({view.assignment})", ""]
     lines.append(f"**{view.say('Score')}: {view.total}**"
@@ -335,7 +343,7 @@ def part_html(stubs: str, rows: list[tuple], say, heading: str = "h2") -> str:
 def feedback_html(view: Feedback) -> str:
     """The same feedback as a page of its own (plain HTML and CSS, nothing to load)."""
     esc = html.escape
-    title = f"{esc(view.say('Feedback'))}: {esc(view.submission)}"
+    title = f"{esc(view.say('Feedback'))}: {esc(view.student)}"
     heading = (f"<p>{esc(view.assignment_title)} ({esc(view.assignment)})</p>"
                if view.assignment else "")
     score = esc(view.total)

@@ -31,6 +31,7 @@ from .child import (GRADERS, Interrupted, Warm, grade_in_child, grade_one,  # no
 from .fingerprint import (Stamp, fingerprint, graded_as, graded_as_stamped,  # noqa: F401
                           previous_fingerprint)  # (fingerprint: callers')
 from .fingerprint import stamp as take_stamp
+from .graded import write_grades
 from .results import private_folder, write_results
 from .survey import Found, Survey, expand, printable, survey  # noqa: F401 (expand: callers')
 
@@ -208,7 +209,8 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
                force: bool = False, assignment: str | None = None, skip: list[str] = (),
                progress: bool = True, threads: int | None = None,
                scheduler: str | None = None) -> Outcomes:
-    """Grade every submission among `paths` (see `survey`) into `out`/<name>/: `jobs` at a time
+    """Grade every submission among `paths` (see `survey`) into `out`/<name>/, and write
+    `out`/grades.csv from every result there (graded.write_grades): `jobs` at a time
     here, or, given the address of a Dask scheduler, on its workers (cluster.py; `jobs` is then
     not used). Raises Interrupted when told to stop, after ending every grader and removing their
     temporary folders; SideBySideRefused when `jobs` > 1 where students run as one user."""
@@ -243,6 +245,7 @@ def grade_many(course: Course, paths: list[Path], out: Path, *, jobs: int, lang:
         batch.warm.close()                   # so that no zygote and no folder of one outlives it
         if bar:
             bar.close()
+        write_grades(course, out)            # every result under `out`, those kept from before too
     order = {item.name: index for index, item in enumerate(found.submissions)}
     outcomes.sort(key=lambda o: order.get(o.name, 0))
     return outcomes
@@ -293,7 +296,7 @@ class _Batch:
     def record(self, entry: Planned, report: SubmissionReport, seconds: float) -> Outcome:
         """Write a submission's results (the same here and for a cluster's report)."""
         item = entry.item
-        report.submission = printable(item.name)
+        report.submission = printable(shown_name(self.course, item))
         results, status = _write(self.course, report, entry, self.lang)
         return Outcome(item.name, entry.folder, status, results["score"] if results else 0.0,
                        results["max_score"] if results else 0.0, round(seconds, 1),
@@ -316,6 +319,19 @@ class _Batch:
         if GRADERS.stopping:                 # ended by the stop: not a result
             return None
         return self.record(entry, report, time.monotonic() - started)
+
+
+def shown_name(course: Course, item: Found) -> str:
+    """The submission's name in its results and feedback: its results folder's, but for a folder
+    named as an assignment, given alone (`submitted/alice/01-attention`, or `submitted/alice/`):
+    nbgrader's layout says whose it is, "alice/01-attention" (the heading names "alice")."""
+    path = Path(os.path.abspath(item.path))
+    ours = {folder.resolve() for folder in (course.root, course.release_dir,
+                                            course.solutions_dir, course.source_dir)}
+    if item.name == path.name and path.name in {a.id for a in course.assignments} and \
+            path.parent.name and path.parent.resolve() not in ours:
+        return f"{path.parent.name}/{path.name}"
+    return item.name
 
 
 def _not_graded(results: dict | None) -> str:

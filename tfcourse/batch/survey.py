@@ -144,10 +144,33 @@ class _Rule:
             if entry in assignments:
                 self.out.submissions.append(Found(f"{name}/{entry.name}",
                                                   folder / name / entry.name, folder))
+                self.check_submitted(folder, (name, entry.name))
             else:
                 self.out.ignored.append((str(folder / name / entry.name),
                                          "beside nbgrader's assignment folders, not one of "
                                          "them: ignored"))
+
+
+    def check_submitted(self, folder: Path, parts: tuple[str, str]) -> None:
+        """nbgrader's submitted/<student>/<assignment>/: a warning when it lacks the
+        timestamp.txt that nbgrader's `submit` and `collect` put there (a folder placed by hand):
+        its feedback's release would stop nbgrader's `release_feedback` for the whole class."""
+        try:
+            names = {e.name for e in listing(folder, parts, depth=1) if e.kind == "file"}
+        except (Refused, OSError):
+            return
+        if TIMESTAMP not in names:
+            student, assignment = parts
+            self.out.warnings.append((str(folder.joinpath(*parts)), NO_TIMESTAMP.format(
+                student=student, assignment=assignment)))
+
+
+TIMESTAMP = "timestamp.txt"
+NO_TIMESTAMP = (
+    "no timestamp.txt, so not collected by nbgrader (its submit writes timestamp.txt and "
+    "submission_secret.txt): graded, but `nbgrader release_feedback {assignment}` stops for the "
+    "whole class at this folder. Hand {student} their feedback.html yourself and release the "
+    "others' with --CourseDirectory.student_id_exclude={student}")
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

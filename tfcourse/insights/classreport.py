@@ -10,7 +10,11 @@ opens from disk and prints (HTML and PNG figures, no script) and CSV files for a
   differs between submissions left out), each with one example and no submission's name: what to
   explain in the next lecture;
 - which checks fail together (one root cause shows as one block);
-- what grading cost: time and peak memory per submission, and the submissions that hit a limit.
+- what grading cost: time by the clock and peak memory per submission, and the submissions that
+  hit a limit.
+
+An unstarted submission (the release handed in untouched: every check "not written yet") fails
+every check; the page says how many there were, and `skip_unstarted` leaves them out.
 """
 from __future__ import annotations
 
@@ -18,20 +22,23 @@ import csv
 import html
 import json
 import statistics
+import string
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tfcourse.course import Course
+from tfcourse.batch.graded import RESULTS_MB, results_files
 from tfcourse.batch.results import folders_of, write_atomically
-from tfcourse.i18n import render
+from tfcourse.i18n import render, translate
 
-RESULTS_MB = 8              # a results.json is a few KB; a larger file is not one grading wrote
 # The kinds of message that mean a submission hit a limit of the sandbox (submission/framework.py).
 # "took longer than": results graded before time limits were CPU time.
 LIMIT_KINDS = ("used more than", "did not finish within", "took longer than",
                "used more memory than allowed", "went over a limit of the sandbox",
                "your code ended the grading process")
+# The kind of a check whose stub still raises NotImplementedError (submission/framework.py).
+UNWRITTEN = "not written yet"
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,8 @@ class Check:
 @dataclass(frozen=True)
 class Graded:
     """One submission's results, as read from its results.json and checked."""
-    name: str               # its folder's name: in scores.csv, never on the page
+    name: str               # its folder's name below the results ("alice", "alice/01-attention"):
+                            # in scores.csv, never on the page
     assignment: str
     score: float
     max_score: float
@@ -60,6 +68,12 @@ class Graded:
         """The checks of this submission that stopped at a limit of the sandbox."""
         return [check.id for check in self.checks if check.kind.startswith(LIMIT_KINDS)]
 
+    @property
+    def unstarted(self) -> bool:
+        """Handed in as released: every check graded failed as "not written yet"."""
+        return bool(self.checks) and all(not check.passed and check.kind.startswith(UNWRITTEN)
+                                         for check in self.checks)
+
 
 def _number(value, default: float = 0.0) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
@@ -70,8 +84,9 @@ def _text(value) -> str:
     return value if isinstance(value, str) else ""
 
 
-def read_graded(path: Path) -> Graded:
-    """A results.json, read and checked (ValueError says what is wrong with it)."""
+def read_graded(path: Path, name: str | None = None) -> Graded:
+    """A results.json, read and checked (ValueError says what is wrong with it); `name`: the
+    submission's (by default its folder's)."""
     if path.stat().st_size > RESULTS_MB << 20:
         raise ValueError(f"larger than {RESULTS_MB} MB")
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -92,21 +107,22 @@ def read_graded(path: Path) -> Graded:
                             "" if passed else _text(details.get("kind")) or message, message))
     notebooks = [nb for nb in extra.get("notebooks", []) if isinstance(nb, dict)] \
         if isinstance(extra.get("notebooks"), list) else []
-    return Graded(path.parent.name, _text(extra.get("assignment")), _number(data.get("score")),
+    return Graded(name or path.parent.name, _text(extra.get("assignment")), _number(data.get("score")),
                   _number(data.get("max_score")), tuple(checks),
                   _number(data.get("execution_time")),
                   max((_number(nb.get("peak_memory_mb")) for nb in notebooks), default=0.0))
 
 
 def read_class(folder: Path) -> tuple[list[Graded], list[str]]:
-    """Every graded submission under `folder` (one results.json per submission folder, as
-    grading writes them), and a line for each results.json that could not be read."""
+    """Every graded submission under `folder` (one results.json per submission folder, in
+    either layout grading writes: batch/graded.py), and a line for each results.json that could
+    not be read."""
     graded, problems = [], []
-    for path in sorted(Path(folder).glob("*/results.json")):
+    for name, path in results_files(Path(folder)):
         try:
-            graded.append(read_graded(path))
+            graded.append(read_graded(path, name))
         except (OSError, ValueError) as error:
-            problems.append(f"{path.parent.name}: {error}")
+            problems.append(f"{name}: {error}")
     return graded, problems
 
 
@@ -221,6 +237,8 @@ class ClassSummary:
     seconds: tuple[float, ...] = ()
     memory_mb: tuple[float, ...] = ()
     limits: tuple[tuple[str, tuple[str, ...]], ...] = ()    # (submission, its checks at a limit)
+    unstarted: int = 0              # unstarted submissions (Graded.unstarted) among them...
+    left_out: int = 0               # ...or, with skip_unstarted, left out of every figure
 
     @property
     def quartiles(self) -> tuple[float, float, float]:
@@ -241,10 +259,14 @@ def _anonymous(message: str, names: list[str]) -> str:
 
 
 def summarize(graded: list[Graded], assignment: str, order: list[str] | None = None,
-              points: dict | None = None) -> ClassSummary:
+              points: dict | None = None, skip_unstarted: bool = False) -> ClassSummary:
     """What the submissions of `assignment` did. `order` lists the assignment's checks (the
-    course's order; by default those found) and `points` their points."""
+    course's order; by default those found) and `points` their points; `skip_unstarted` leaves
+    the unstarted submissions out (counted in `left_out`)."""
     mine = [item for item in graded if item.assignment == assignment]
+    unstarted = sum(item.unstarted for item in mine)
+    if skip_unstarted:
+        mine = [item for item in mine if not item.unstarted]
     names = [item.name for item in mine]
     found = list(dict.fromkeys(check.id for item in mine for check in item.checks))
     order = list(order or [])
@@ -274,7 +296,8 @@ def summarize(graded: list[Graded], assignment: str, order: list[str] | None = N
         assignment, len(mine), max((item.max_score for item in mine), default=0.0),
         tuple(item.score for item in mine), tuple(summaries), together,
         tuple(item.seconds for item in mine), tuple(item.peak_memory_mb for item in mine),
-        tuple((item.name, tuple(item.limits)) for item in mine if item.limits))
+        tuple((item.name, tuple(item.limits)) for item in mine if item.limits),
+        0 if skip_unstarted else unstarted, unstarted if skip_unstarted else 0)
 
 
 # -- the page, the figures, the CSV files ----------------------------------------------------------
@@ -310,6 +333,7 @@ def _scores_figure(plt, summary: ClassSummary, say):
               color="#4a78b5", edgecolor="white")
     axes.set_xlabel(say("score"))
     axes.set_ylabel(say("submissions"))
+    _whole(axes.yaxis)
     low, median, high = summary.quartiles
     for value, style in ((low, ":"), (median, "--"), (high, ":")):
         axes.axvline(value, color="#333", linestyle=style, linewidth=1)
@@ -330,7 +354,8 @@ def _together_figure(plt, summary: ClassSummary, say):
             if value:
                 axes.text(j, i, str(value), ha="center", va="center", fontsize=7,
                           color="white" if value > 0.6 * max(map(max, grid)) else "black")
-    figure.colorbar(image, ax=axes, shrink=0.7, label=say("submissions failing both"))
+    bar = figure.colorbar(image, ax=axes, shrink=0.7, label=say("submissions failing both"))
+    _whole(bar.ax.yaxis)
     return figure
 
 
@@ -345,14 +370,22 @@ def _hours_figure(plt, hours, deadline, say):
     axes.set_xlabel(say("hours from the deadline") if deadline is not None
                     else say("hours from the first submission"))
     axes.set_ylabel(say("submissions"))
+    _whole(axes.yaxis)
     return figure
 
 
+def _whole(axis) -> None:
+    """Ticks at whole numbers only: a count of submissions has no halves."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
 def _cost_figure(plt, summary: ClassSummary, say):
-    """Grading time and peak memory per submission, as boxes."""
+    """Grading time by the clock and peak memory per submission, as boxes."""
     figure, (left, right) = plt.subplots(1, 2, figsize=(8, 3))
     left.boxplot(summary.seconds, widths=0.5)
-    left.set_ylabel(say("grading time (s)"))
+    left.set_ylabel(say("grading time, wall clock (s)"))
     left.set_xticks([])
     right.boxplot(summary.memory_mb, widths=0.5)
     right.set_ylabel(say("peak memory (MB)"))
@@ -386,8 +419,21 @@ def write_csv(summary: ClassSummary, graded: list[Graded], folder: Path) -> None
                [[a, *(summary.together[(a, b)] for b in failed)] for a in failed])
 
 
+def readable(kind: str, lang: str = "en", folders=None) -> str:
+    """A message's kind as a reader takes it in, in `lang`: each {placeholder} (what differs
+    between submissions) as "…" ("your code raised … (cell …, line …): …"). A kind that is no
+    template (results from before kinds were recorded: the message itself) is shown as it is."""
+    text = translate(kind, lang, folders) if folders else kind
+    try:
+        parts = list(string.Formatter().parse(text))
+    except ValueError:
+        return text
+    return "".join(literal + ("…" if name is not None else "") for literal, name, _, _ in parts)
+
+
 def page(summary: ClassSummary, title: str, figures: dict[str, str], lang: str, say,
-         shown_kinds: int = 5, tries: list | None = None, deadline: bool = False) -> str:
+         shown_kinds: int = 5, tries: list | None = None, deadline: bool = False,
+         folders=None) -> str:
     """The assignment's report as one HTML page (jinja2; see templates/report.html)."""
     import jinja2
 
@@ -399,7 +445,8 @@ def page(summary: ClassSummary, title: str, figures: dict[str, str], lang: str, 
         summary=summary, title=title, figures=figures, lang=lang, say=say,
         shown_kinds=shown_kinds, low=low, median=median, high=high, esc=html.escape,
         tries=tries or [], deadline=deadline,
-        median_of=lambda values: statistics.median(values) if values else 0)
+        median_of=lambda values: statistics.median(values) if values else 0,
+        readable=lambda kind: readable(kind, lang, folders))
 
 
 def _hours(attempts: list[Attempt], assignment: str, due) -> tuple[list[float], float | None]:
@@ -411,11 +458,12 @@ def _hours(attempts: list[Attempt], assignment: str, due) -> tuple[list[float], 
 
 
 def write_report(course: Course | None, graded: list[Graded], out: Path, lang: str = "en",
-                 problems: list[str] | None = None,
-                 attempts: list[Attempt] | None = None) -> list[Path]:
+                 problems: list[str] | None = None, attempts: list[Attempt] | None = None,
+                 skip_unstarted: bool = False) -> list[Path]:
     """A folder per assignment under `out` (page, figures, CSV files) and an index page; returns
     the pages written. With `attempts` (a feedback service's submissions), the page also shows
-    submissions per hour and how many submissions each check took to pass."""
+    submissions per hour and how many submissions each check took to pass; `skip_unstarted`
+    leaves unstarted submissions out (see `summarize`)."""
     folders = folders_of(course)
 
     def say(template, params=None):
@@ -430,13 +478,14 @@ def write_report(course: Course | None, graded: list[Graded], out: Path, lang: s
             order = spec.test_ids()
             points = {test: spec.points_of(test) for test in order}
             title = f"{spec.title(lang)} ({assignment})"
-        summary = summarize(graded, assignment, order, points)
+        summary = summarize(graded, assignment, order, points, skip_unstarted)
         folder = Path(out) / assignment
         folder.mkdir(parents=True, exist_ok=True)
         due = course.assignment(assignment).due if points is not None else None
         hours, deadline = _hours(attempts or [], assignment, due)
         figures = _figures(summary, folder, say, hours, deadline)
-        write_csv(summary, graded, folder)
+        write_csv(summary, [item for item in graded if not (skip_unstarted and item.unstarted)],
+                  folder)
         counted = tries(attempts, assignment, [check.id for check in summary.checks]) \
             if attempts else None
         if counted:
@@ -445,7 +494,8 @@ def write_report(course: Course | None, graded: list[Graded], out: Path, lang: s
                         for t in counted])
         write_atomically(folder / "index.html", page(summary, title, figures, lang, say,
                                                      tries=counted,
-                                                     deadline=deadline is not None))
+                                                     deadline=deadline is not None,
+                                                     folders=folders))
         pages.append(folder / "index.html")
     links = "".join(f'<li><a href="{html.escape(path.parent.name)}/index.html">'
                     f"{html.escape(path.parent.name)}</a></li>" for path in pages)

@@ -517,9 +517,13 @@ def describe_student_error(error: StudentError) -> tuple[str, dict]:
     where = info.get("where") or ""
     line = info.get("line")
     params = {"kind": info.get("type"), "message": str(info.get("message", ""))[:400]}
+    where = where.strip("<>")
+    if where.startswith("cell ") and line:      # "<cell sdpa-code>": the word in the language
+        return ("your code raised {kind} (cell {cell}, line {line}): {message}",
+                {**params, "cell": where.removeprefix("cell "), "line": line})
     if where and line:
         return ("your code raised {kind} ({where}, line {line}): {message}",
-                {**params, "where": where.strip("<>"), "line": line})
+                {**params, "where": where, "line": line})
     return "your code raised {kind}: {message}", params
 
 
