@@ -87,6 +87,19 @@ BUGS = [
         "return self.norm(x + self.dropout(sublayer(x)))",
         "return x + self.dropout(sublayer(self.norm(x)))",
         {"encoder.values": "pre-norm", "decoder.values": "pre-norm"}, port=ANNOTATED_LAYERS),
+    # a layer that builds its FeedForward with the wrong sizes: the stand-in the checks of values
+    # swap in runs anyway, so the parameter check reads what FeedForward was built with
+    bug("encoder_ffn_arguments_swapped", A, "encoder-code", "FeedForward(d_model, d_ff)",
+        "FeedForward(d_ff, d_model)",
+        {"encoder.params": ("builds its FeedForward with (d_ff, d_model)",
+                            "FeedForward(d_model, d_ff)")}, exact=True),
+    bug("encoder_ffn_d_model_twice", A, "encoder-code", "FeedForward(d_model, d_ff)",
+        "FeedForward(d_model, d_model)",
+        {"encoder.params": ("(d_model, d_model)", "FeedForward(d_model, d_ff)")}, exact=True),
+    bug("decoder_ffn_arguments_swapped", A, "decoder-code", "FeedForward(d_model, d_ff)",
+        "FeedForward(d_ff, d_model)",
+        {"decoder.params": ("builds its FeedForward with (d_ff, d_model)",
+                            "FeedForward(d_model, d_ff)")}, exact=True),
     # classifier
     bug("classifier_pools_over_pads", A, "classifier-code",
         "(x * real).sum(dim=1) / real.sum(dim=1).clamp(min=1)", "x.mean(dim=1)",
