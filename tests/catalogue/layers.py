@@ -100,6 +100,10 @@ BUGS = [
         "FeedForward(d_ff, d_model)",
         {"decoder.params": ("builds its FeedForward with (d_ff, d_model)",
                             "FeedForward(d_model, d_ff)")}, exact=True),
+    # the residual added into the layer's input: the right values, and the caller's x changed
+    bug("encoder_residual_in_place", A, "encoder-code", ENC_ATTN,
+        "x += self.dropout(self.self_attn(x, x, mask))\n        x = self.norm1(x)",
+        {"encoder.values": ("EncoderLayer changed its argument x in place", "x.clone()")}),
     # classifier
     bug("classifier_pools_over_pads", A, "classifier-code",
         "(x * real).sum(dim=1) / real.sum(dim=1).clamp(min=1)", "x.mean(dim=1)",

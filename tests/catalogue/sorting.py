@@ -94,6 +94,13 @@ BUGS += [
         "torch.cat([start, y[:, :-1]], dim=1).float()", {"teacher.shift": ("integer", "float32")},
         exact=True),
     # a default of the signature changed: sequences of 64 tokens get no positions
+    # written into its argument: the right value, and the caller's targets overwritten (the
+    # training loop's y is then the shifted input); every stub's arguments must stay as they were
+    bug("shift_in_place", A, "teacher-code",
+        "    start = torch.full_like(y[:, :1], bos)\n    return torch.cat([start, y[:, :-1]], dim=1)",
+        "    out = y\n    out[:, 1:] = y[:, :-1].clone()\n    out[:, 0] = bos\n    return out",
+        {"teacher.shift": ("shift_right changed its argument y in place", "y.clone()")},
+        exact=True),
     bug("model_default_max_len_short", A, "model-code", "max_len=64):", "max_len=50):",
         {"model.embed": ("max_len=64", "64 tokens")}, exact=True),
 ]
