@@ -1,5 +1,5 @@
 """Bugs in 03-sorting: the Transformer, the schedule, teacher forcing, greedy decoding."""
-from alternatives import NANOGPT_SORTING
+from alternatives import ANNOTATED_LOG_SOFTMAX, NANOGPT_SORTING
 
 from . import bug
 
@@ -30,6 +30,17 @@ BUGS = [
         port=NANOGPT_SORTING),
     bug("model_output_detached", A, "model-code", "y @ self.embedding.weight.T",
         "y @ self.embedding.weight.detach().T", {"model.tied": "detach"}),
+    # probabilities are not logits (log-probabilities are, up to a constant per row): one cause,
+    # named where the logits are compared, and the tying itself is right
+    bug("model_returns_probabilities", A, "model-code", "return y @ self.embedding.weight.T",
+        "return (y @ self.embedding.weight.T).softmax(dim=-1)",
+        {check: ("probabilities", "return the logits") for check in
+         ("model.values", "model.causal", "model.padding")}, exact=True),
+    # the Annotated Transformer's log_softmax Generator, its projection detached: log-probabilities
+    # are fine, and the gradient is still held to the model's own outputs
+    bug("annotated_log_softmax_detached", A, "+model-code", "F.log_softmax(self.proj(x), dim=-1)",
+        "F.log_softmax(x @ self.proj.weight.detach().T, dim=-1)", {"model.tied": "detach"},
+        exact=True, port=ANNOTATED_LOG_SOFTMAX),
     bug("model_no_sqrt_d_model", A, "model-code", EMBED,
         "self.embedding(tokens) + self.positions[: tokens.shape[1]]",
         {"model.embed": "sqrt(d_model)"}),
