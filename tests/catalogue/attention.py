@@ -109,5 +109,7 @@ BUGS += [
         "scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])",
         "q /= math.sqrt(q.shape[-1])\n    scores = q @ k.transpose(-2, -1)",
         {"sdpa.values": ("scaled_dot_product_attention changed its argument q in place",
-                         "q.clone()")}),
+                         "q.clone()")},
+        es={"sdpa.values": ("scaled_dot_product_attention modificó in place su argumento q",
+                            "q.clone()")}),
 ]
