@@ -259,12 +259,24 @@ class RemoteModel(nn.Module):
         return self.decode(tgt_in, self.encode(src))
 
 
+def _given(value):
+    """An argument a class was built with, as data: a number as it is, anything else by its
+    type's name (an activation class, a module), so that the record can cross the boundary."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return {"$type": type(value).__name__}
+
+
 class FeedForwardFactory(Recorder):
     """In place of the FeedForward class while a layer is built: each call gives a stand-in, so a
-    layer can be built, and graded, even when the student's FeedForward cannot."""
+    layer can be built, and graded, even when the student's FeedForward cannot. It records every
+    argument the layer built it with (`args`, `kwargs`), so that the layer's parameter check can
+    tell FeedForward(d_ff, d_model) or FeedForward(d_model, d_model) from FeedForward(d_model,
+    d_ff): the stand-in would run either way."""
 
     def __call__(self, d_model, *args, **kwargs):
-        self.record(d_model=int(d_model))
+        self.record(d_model=_given(d_model), args=[_given(arg) for arg in args],
+                    kwargs={str(name): _given(value) for name, value in kwargs.items()})
         return FeedForwardProbe(int(d_model), seed=300 + len(self.calls))
 
 

@@ -165,6 +165,7 @@ def _layer_params(ctx, cls, count, own):
         raise Fail("{cls} has no submodule named ffn: keep its FeedForward(d_model, d_ff) in "
                    "self.ffn", cls=cls)
     reference = ctx.reference_module(cls, 32, 4, 128, 0.1)
+    _expect_ffn_built(ctx, handle, reference, cls, d_model=32, d_ff=128, num_heads=4)
     contract = [name for name, _ in reference.named_parameters() if not name.startswith("ffn.")]
     shared = handle.shared(contract)           # two of the contract's names, one tensor
     if shared:
@@ -184,6 +185,52 @@ def _layer_params(ctx, cls, count, own):
                    "attention and the LayerNorms) and its FeedForward's; it has {n:,} of its own",
                    cls=cls, count=count, own=own, n=got)
     _names_and_shapes(ctx, handle, reference, cls, skipped=["ffn"])
+
+
+def _ffn_arguments(call) -> tuple | None:
+    """(d_model, d_ff) a FeedForward was built with, from the stand-in factory's record (data from
+    the student's process: a number, or None where it is not one); None when the record is not
+    one the factory writes."""
+    if not isinstance(call, dict) or not isinstance(call.get("args"), list) or \
+            not isinstance(call.get("kwargs"), dict):
+        return None
+    args, kwargs = call["args"], call["kwargs"]
+    d_ff = args[0] if args else kwargs.get("d_ff")
+    number = (lambda value: value if isinstance(value, int) and not isinstance(value, bool)
+              else None)
+    return number(call.get("d_model")), number(d_ff)
+
+
+def _expect_ffn_built(ctx, handle, reference, cls, **sizes) -> None:
+    """The layer builds its FeedForward as the contract does, FeedForward(d_model, d_ff): read from
+    the stand-in factory's record (the stand-in runs whatever it was built with, so the checks of
+    values cannot see it). A layer that makes its feed-forward block without the class has its
+    ffn's parameters compared with the reference's, in their order (linear1's, then linear2's)."""
+    calls = ctx.global_calls("FeedForward")
+    calls = calls if isinstance(calls, list) else []
+    names = {value: name for name, value in sizes.items()}
+    wanted = (sizes["d_model"], sizes["d_ff"])
+    for call in calls:
+        given = _ffn_arguments(call)
+        if given is None or given == wanted:
+            continue
+        words = ", ".join(names.get(value, str(value)) if value is not None else "?"
+                          for value in (given if given[1] is not None else given[:1]))
+        raise Fail("{cls} builds its FeedForward with ({given}): the arguments are "
+                   "FeedForward(d_model, d_ff), so that linear1 goes from d_model to d_ff and "
+                   "linear2 back", cls=cls, given=words)
+    if calls:
+        return
+    own, seen = [], set()
+    for name, shape in handle.parameters.items():
+        if under(name, ["ffn"]) and handle.identity[name] not in seen:
+            seen.add(handle.identity[name])
+            own.append(shape)
+    expected = [list(p.shape) for p in reference.ffn.parameters()]
+    if own and own != expected:
+        raise Fail("{cls}'s ffn has parameters of shapes {got}, not those of FeedForward(d_model, "
+                   "d_ff) ({expected}): linear1 goes from d_model to d_ff, linear2 back",
+                   cls=cls, got=own, expected=expected)
 
 
 def _wired(x, sublayers, norms, pre=False, residual=None, order=None) -> torch.Tensor:

@@ -15,8 +15,8 @@ import torch
 
 from tfcourse.sandbox.session import StudentError
 from tfcourse.submission.framework import (Fail, Handle, as_tensor, close, dtype_kind,
-                                           expect_kind, expect_shape, expect_varies, first_match,
-                                           largest_gap, parameter_shapes)
+                                           expect_kind, expect_like, expect_shape, expect_varies,
+                                           first_match, largest_gap, parameter_shapes)
 from tfcourse.submission.reference import recipe_source
 from . import standins
 
@@ -71,6 +71,30 @@ def _loaded(ctx, seed, strict=True, **options):
 
 
 # -- the model -------------------------------------------------------------------------------------
+# The model returns logits, and the contract takes them up to a constant per row: log-probabilities
+# (the Annotated Transformer's Generator, log_softmax(h E^T)) are the same scores to cross-entropy,
+# to argmax and to greedy decoding, so the checks compare log_softmax of both sides.
+PROBABILITIES = ("these are probabilities, the softmax of the logits: return the logits "
+                 "themselves (or their log_softmax), which F.cross_entropy takes")
+
+
+def _expect_logits(ctx, got, expected: torch.Tensor, what: str, hint: str = "") -> None:
+    """`got` is the `expected` logits up to a constant per row (shape, dtype kind and finite values
+    first, as any reply)."""
+    got = expect_like(got, expected, what)
+    if close(got, expected.double().softmax(-1), ctx.atol, ctx.rtol):
+        hint = PROBABILITIES
+    ctx.expect_close(got.double().log_softmax(-1), expected.double().log_softmax(-1), what,
+                     hint=hint)
+
+
+def _probabilities(output: torch.Tensor) -> bool:
+    """Whether a model's output is probabilities (a softmax over the vocabulary), not scores."""
+    output = output.double()
+    return bool((output > 0).all() and (output <= 1).all()) and bool(torch.allclose(
+        output.sum(-1), torch.ones(output.shape[:-1], dtype=torch.float64), atol=1e-4))
+
+
 def test_model_params(ctx):
     handle = ctx.new("Transformer", V)
     contract = [name for name, _ in ctx.reference_module("Transformer", V).named_parameters()]
@@ -144,15 +168,30 @@ def test_model_tied(ctx):
                    "self.embedding.weight itself for the output (no copy made at start)")
     # The gradient says whether the output layer is the matrix itself (no .detach(), no .data).
     # It comes from the student's process, so it is held to the model's own logits: for a tied
-    # output, row j of the gradient of sum(w * logits) satisfies E_j . grad_j = sum(w_j * logit_j).
+    # output, the logits z_j of a token j not in the input are h . E_j, so row j of the gradient of
+    # sum(w * z) satisfies (E'_j - E_j) . grad_j = sum(w_j * (z'_j - z_j)) when E_j became E'_j.
+    # The weights sum to zero over the vocabulary, so that sum(w * output) is the same function of
+    # the weights for logits and for log-probabilities (a constant per row adds nothing to it), and
+    # the change z'_j - z_j is read from the outputs relative to the tokens 0 to 6, whose logits
+    # the change leaves as they were: both hold up to a constant per row. A model that returns
+    # probabilities (softmax: model.values says so) is read through their log, with weights w / p,
+    # whose gradient through the softmax is w again: its output layer is judged on its tying only.
     weights = ctx.randn(2, 4, vocab)
-    gradient = student.grad(src, tgt_in, weights=weights).get("embedding.weight")
+    weights = weights - weights.mean(-1, keepdim=True)
+    probabilities = _probabilities(before) and _probabilities(after)
+    asked = weights / after.double() if probabilities else weights
+    gradient = student.grad(src, tgt_in, weights=asked.float()).get("embedding.weight")
     usable = isinstance(gradient, torch.Tensor) and tuple(gradient.shape) == (vocab, width) \
         and dtype_kind(gradient) == "floating" and bool(torch.isfinite(gradient).all())
     if not usable:
         gradient = torch.zeros(vocab, width)
-    projected = (changed[7:].double() * gradient[7:].double()).sum(-1)
-    implied = (weights[..., 7:].double() * after[..., 7:].double()).sum((0, 1))
+    if probabilities:
+        before, after = before.double().log(), after.double().log()
+    moved = after.double() - before.double()
+    moved = moved - moved[..., :7].mean(-1, keepdim=True)
+    projected = ((changed[7:].double() - state["embedding.weight"][7:].double())
+                 * gradient[7:].double()).sum(-1)
+    implied = (weights[..., 7:].double() * moved[..., 7:]).sum((0, 1))
     if not torch.allclose(projected, implied, atol=1e-3, rtol=1e-3):
         raise Fail("the output layer does not pass gradients to the embedding matrix: rows of "
                    "tokens that are not in the input got {what}. Use self.embedding.weight "
@@ -197,10 +236,10 @@ def test_model_values(ctx):
         memory = reference.encode(src)
         logits = reference.decode(tgt_in, memory)
     ctx.expect_close(student.run(src, method="encode"), memory, "encode(src [2, 7])")
-    ctx.expect_close(student.run(tgt_in, memory, method="decode"), logits,
-                     "decode(tgt_in [2, 5], memory)", hint="logits are the decoder's output times "
-                     "the embedding matrix transposed, with no bias and no final LayerNorm")
-    ctx.expect_close(student.run(src, tgt_in), logits, "forward(src, tgt_in)")
+    _expect_logits(ctx, student.run(tgt_in, memory, method="decode"), logits,
+                   "decode(tgt_in [2, 5], memory)", hint="logits are the decoder's output times "
+                   "the embedding matrix transposed, with no bias and no final LayerNorm")
+    _expect_logits(ctx, student.run(src, tgt_in), logits, "forward(src, tgt_in)")
 
 
 def test_model_causal(ctx):
@@ -232,8 +271,8 @@ def test_model_causal(ctx):
     # the logits must be the decoder layers' own, with the causal mask, as the reference gives.
     with torch.no_grad():
         expected = reference(src, tgt_in)
-    ctx.expect_close(before, expected, "the logits for tgt_in [2, 6] (with the reference's weights)",
-                     hint=LAYERS_ACT)
+    _expect_logits(ctx, before, expected,
+                   "the logits for tgt_in [2, 6] (with the reference's weights)", hint=LAYERS_ACT)
 
 
 def test_model_padding(ctx):
@@ -276,8 +315,8 @@ def test_model_padding(ctx):
         expected_logits = reference.decode(tgt_in, memory, src_mask)
     ctx.expect_close(first, expected_memory, "encode(src [2, 7], src_mask) (with the reference's "
                      "weights)", hint=LAYERS_ACT)
-    ctx.expect_close(a, expected_logits, "decode(tgt_in [2, 4], memory, memory_mask) (with the "
-                     "reference's weights)", hint=LAYERS_ACT)
+    _expect_logits(ctx, a, expected_logits, "decode(tgt_in [2, 4], memory, memory_mask) (with the "
+                   "reference's weights)", hint=LAYERS_ACT)
 
 
 # -- schedule and teacher forcing --------------------------------------------------------------

@@ -1132,6 +1132,25 @@ class Generator(nn.Module):
         return self.proj(x)
 '''}, train=True)
 
+# The Annotated Transformer's Generator as it is written there: log_softmax of the tied projection.
+# Log-probabilities are the logits up to a constant per row (cross-entropy, argmax and greedy
+# decoding do not tell them apart), which the contract accepts: it trains as the logits do.
+GENERATOR = """
+class Generator(nn.Module):
+    "Define standard linear + softmax generation step."
+
+    def __init__(self, d_model, vocab):
+        super().__init__()
+        self.proj = nn.Linear(d_model, vocab, bias=False)
+
+    def forward(self, x):
+        return F.log_softmax(self.proj(x), dim=-1)
+"""
+ANNOTATED_LOG_SOFTMAX = Alternative(
+    "annotated_generator_log_softmax", "03-sorting", ANNOTATED_SORTING.answers,
+    added={"model-code": ANNOTATED_SORTING.added["model-code"].split("\n\nclass Generator")[0]
+           .rstrip("\n") + "\n\n" + GENERATOR}, train=True)
+
 EINSUM_SORTING = Alternative("einsum_logits_extra_optional_args", "03-sorting", {
     "model-code": '''
 class Transformer(nn.Module):
@@ -1364,7 +1383,7 @@ class PositionalEncoding(nn.Module):
 
 PORTS = [ANNOTATED_ATTENTION, NANOGPT_ATTENTION, ADDITIVE_ATTENTION, ANNOTATED_LAYERS,
          ADDNORM_LAYERS, NANOGPT_LAYERS, JADORE_LAYERS, NANOGPT_SORTING, ANNOTATED_SORTING,
-         EINSUM_SORTING]
+         ANNOTATED_LOG_SOFTMAX, EINSUM_SORTING]
 ALTERNATIVES = [EINSUM, HELPERS, SUBLAYERS, FUNCTIONAL, LINEAR, SCALED, *PORTS]
 
 

@@ -8,12 +8,15 @@ break two parts listed in `catalogue.TWO_PARTS`). All submissions are graded onc
 most without the training check, a few with it (where not learning is the point).
 """
 import json
+import re
 
 import nbformat
 import pytest
+import yaml
 
 from catalogue import TWO_PARTS, attention, groups, layers, sorting
-from conftest import grade_batches, lost_points, make_submission, replace_in, solution_cells, strip
+from conftest import ROOT, grade_batches, lost_points, make_submission, replace_in, \
+    solution_cells, strip
 from tfcourse import notebook
 
 BUGS = attention.BUGS + layers.BUGS + sorting.BUGS
@@ -63,6 +66,59 @@ def names_cause(message: str, words) -> bool:
 
 def lost_outside(bug, lost) -> set:
     return {test for test in lost if test.split(".")[0] not in bug.own}
+
+
+# -- the messages in Spanish ---------------------------------------------------------------------
+# The catalogue is graded in English; a bug's Spanish words (`es`) are asked of its messages as the
+# Spanish feedback gives them: each English message read back into its template and its values
+# (the template whose words match it, most words first), then rendered from the Spanish catalog,
+# each value that is itself a message or a phrase in Spanish too.
+FIELD = re.compile(r"\{(\w+)(?::[^{}]*)?\}")
+SPANISH = {str(english): str(spanish) for folder in ("tfcourse", "autograder") for english, spanish
+           in yaml.safe_load((ROOT / folder / "locale" / "es.yaml").read_text("utf-8")).items()}
+
+
+def _pattern(template: str) -> re.Pattern:
+    parts, seen, last = [], set(), 0
+    for field in FIELD.finditer(template):
+        name = field.group(1)
+        parts += [re.escape(template[last:field.start()]),
+                  f"(?P={name})" if name in seen else f"(?P<{name}>.*?)"]
+        seen.add(name)
+        last = field.end()
+    return re.compile("".join(parts) + re.escape(template[last:]), re.S)
+
+
+TEMPLATES = sorted(((english, _pattern(english)) for english in SPANISH if FIELD.search(english)),
+                   key=lambda item: -len(FIELD.sub("", item[0])))
+
+
+def spanish(message: str, depth: int = 0) -> str:
+    """`message`, an English message of the graders, as the Spanish feedback renders it."""
+    if message in SPANISH:
+        return SPANISH[message]
+    for english, pattern in TEMPLATES if depth < 4 else ():
+        found = pattern.fullmatch(message)
+        if found:
+            values = {name: spanish(value, depth + 1) for name, value in found.groupdict().items()}
+            return FIELD.sub(lambda field: values[field.group(1)], SPANISH[english])
+    return message
+
+
+def test_messages_are_read_back_into_spanish():
+    assert spanish("shift_right changed its argument y in place (y[...] = ..., +=, or a method "
+                   "ending in _ such as masked_fill_): the caller's tensors must stay as they "
+                   "were, so compute the result in a new tensor (y.clone() before writing into "
+                   "it, or torch.cat, masked_fill, y + ...)").startswith(
+        "shift_right modificó in place su argumento y (y[...] = ...")
+    assert spanish("the output: not the expected values (largest difference 0.5)") == \
+        "la salida: no son los valores esperados (mayor diferencia 0.5)"
+    assert spanish("no such message") == "no such message"
+
+
+def test_spanish_words_are_asked_of_tests_the_bug_loses():
+    wrong = [bug.name for bug in BUGS if bug.es and not set(bug.es) <= set(bug.says)]
+    assert not wrong, f"bugs whose Spanish words name a test they are not asked to lose: {wrong}"
 
 
 # -- the catalogue itself ------------------------------------------------------------------------
@@ -121,6 +177,18 @@ def test_bug_message_names_its_cause(graded, bug):
              if words and not names_cause(messages.get(test, ""), words)}
     assert not wrong, f"{bug.name}: messages that do not name the cause:\n" + json.dumps(
         wrong, indent=1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", [bug for bug in BUGS if bug.es],
+                         ids=[bug.name for bug in BUGS if bug.es])
+def test_bug_message_names_its_cause_in_spanish(graded, bug):
+    _, messages = graded[bug.name]
+    wrong = {test: {"must say": list(words), "said": spanish(messages.get(test, "(passed)"))}
+             for test, words in bug.es.items()
+             if words and not names_cause(spanish(messages.get(test, "")), words)}
+    assert not wrong, f"{bug.name}: Spanish messages that do not name the cause:\n" + json.dumps(
+        wrong, indent=1, ensure_ascii=False)
 
 
 @pytest.mark.slow

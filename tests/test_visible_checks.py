@@ -14,7 +14,8 @@ from tfcourse.student import checks
 @pytest.fixture(autouse=True)
 def numbers(monkeypatch, request):
     """The checks read visible_checks.json from the working folder, the notebook's."""
-    assignment = ("03-sorting" if "sqrt" in request.node.name or "greedy" in request.node.name
+    assignment = ("03-sorting" if any(word in request.node.name
+                                      for word in ("sqrt", "greedy", "log_softmax"))
                   else "02-layers" if "layer" in request.node.name else "01-attention")
     monkeypatch.chdir(ROOT / "source" / assignment)
 
@@ -150,6 +151,26 @@ def test_a_missing_sqrt_d_model_fails_the_visible_check(parts, sources):
     exec(code, namespace)
     with checks.raising(), pytest.raises(checks.CheckFailed, match=r"sqrt\(d_model\)"):
         checks.transformer(namespace["Transformer"])
+
+
+@pytest.mark.parametrize("output, fails", [
+    ("F.log_softmax(y @ self.embedding.weight.T, dim=-1)", None),
+    ("F.log_softmax(y @ self.embedding.weight.detach().T, dim=-1)", "gradient")],
+    ids=["log_softmax", "log_softmax_detached"])
+def test_a_log_softmax_output_passes_the_visible_check_as_it_passes_the_grade(parts, output, fails):
+    """Log-probabilities are the logits up to a constant per row (the Annotated Transformer's
+    Generator): the visible check takes them, and still finds an output layer whose gradient does
+    not reach the embedding."""
+    code = replace_in(solution_cells("03-sorting")["model-code"],
+                      "return y @ self.embedding.weight.T", "return " + output)
+    namespace = dict(parts)
+    exec(code, namespace)
+    with checks.raising():
+        if fails:
+            with pytest.raises(checks.CheckFailed, match=fails):
+                checks.transformer(namespace["Transformer"])
+        else:
+            checks.transformer(namespace["Transformer"])
 
 
 def test_a_failing_check_reports_in_red_and_the_notebook_goes_on(capsys):

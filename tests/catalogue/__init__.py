@@ -31,6 +31,8 @@ class Bug:
     train: bool = False    # graded with the training check (losing trained.accuracy is the point)
     exact: bool = False    # loses exactly the tests in `says`, no other even in its group
     port: object = None    # the Alternative it edits (None: the course's solution)
+    es: dict | None = None  # test id -> the words its message must contain in Spanish (the
+    #                        message as the Spanish feedback renders it; a test of `says` only)
 
     @property
     def expect(self) -> frozenset:
@@ -51,7 +53,7 @@ def words(said) -> tuple:
 
 
 def bug(name, assignment, cell, old, new, says, *, more=(), train=False, exact=False, port=None,
-        also=None):
+        also=None, es=None):
     """One bug: `old` -> `new` in cell `cell`; `more` adds (old, new) pairs in that cell and `also`
     maps other cells to their pairs. `says` maps each test the bug must lose to the words its
     message must contain (a set of test ids names no words, which test_catalogue refuses)."""
@@ -59,7 +61,7 @@ def bug(name, assignment, cell, old, new, says, *, more=(), train=False, exact=F
         says = dict.fromkeys(says)
     edits = {cell: [(old, new), *more], **(also or {})}
     return Bug(name, assignment, edits, {test: words(said) for test, said in says.items()}, train,
-               exact, port)
+               exact, port, {test: words(said) for test, said in (es or {}).items()} or None)
 
 
 def groups(test_ids) -> set[str]:

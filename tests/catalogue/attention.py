@@ -102,3 +102,14 @@ BUGS += [
         "assert d_model & num_heads == 0", {"mha.structure": ("MultiHeadAttention(12, 4)",
                                                               "multiple")}, exact=True),
 ]
+
+# written into an argument: the right values, and the caller's q scaled in place
+BUGS += [
+    bug("sdpa_scales_q_in_place", A, "sdpa-code",
+        "scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])",
+        "q /= math.sqrt(q.shape[-1])\n    scores = q @ k.transpose(-2, -1)",
+        {"sdpa.values": ("scaled_dot_product_attention changed its argument q in place",
+                         "q.clone()")},
+        es={"sdpa.values": ("scaled_dot_product_attention modificó in place su argumento q",
+                            "q.clone()")}),
+]

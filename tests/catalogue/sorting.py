@@ -1,5 +1,5 @@
 """Bugs in 03-sorting: the Transformer, the schedule, teacher forcing, greedy decoding."""
-from alternatives import NANOGPT_SORTING
+from alternatives import ANNOTATED_LOG_SOFTMAX, NANOGPT_SORTING
 
 from . import bug
 
@@ -33,6 +33,20 @@ BUGS = [
     # the same through .data: tied in the forward pass, no gradient from the logits to the embedding
     bug("model_output_weight_data", A, "model-code", "y @ self.embedding.weight.T",
         "y @ self.embedding.weight.data.T", {"model.tied": ".data"}),
+    # probabilities are not logits (log-probabilities are, up to a constant per row): one cause,
+    # named where the logits are compared, and the tying itself is right
+    bug("model_returns_probabilities", A, "model-code", "return y @ self.embedding.weight.T",
+        "return (y @ self.embedding.weight.T).softmax(dim=-1)",
+        {check: ("probabilities", "return the logits") for check in
+         ("model.values", "model.causal", "model.padding")}, exact=True,
+        es=dict.fromkeys(("model.values", "model.causal", "model.padding"),
+                         ("son probabilidades", "devuelve los logits"))),
+    # the Annotated Transformer's log_softmax Generator, its projection detached: log-probabilities
+    # are fine, and the gradient is still held to the model's own outputs
+    bug("annotated_log_softmax_detached", A, "+model-code", "F.log_softmax(self.proj(x), dim=-1)",
+        "F.log_softmax(x @ self.proj.weight.detach().T, dim=-1)", {"model.tied": "detach"},
+        exact=True, port=ANNOTATED_LOG_SOFTMAX,
+        es={"model.tied": "detach"}),
     bug("model_no_sqrt_d_model", A, "model-code", EMBED,
         "self.embedding(tokens) + self.positions[: tokens.shape[1]]",
         {"model.embed": "sqrt(d_model)"}),
@@ -97,6 +111,15 @@ BUGS += [
         "torch.cat([start, y[:, :-1]], dim=1).float()", {"teacher.shift": ("integer", "float32")},
         exact=True),
     # a default of the signature changed: sequences of 64 tokens get no positions
+    # written into its argument: the right value, and the caller's targets overwritten (the
+    # training loop's y is then the shifted input); every stub's arguments must stay as they were
+    bug("shift_in_place", A, "teacher-code",
+        "    start = torch.full_like(y[:, :1], bos)\n"
+        "    return torch.cat([start, y[:, :-1]], dim=1)",
+        "    out = y\n    out[:, 1:] = y[:, :-1].clone()\n    out[:, 0] = bos\n    return out",
+        {"teacher.shift": ("shift_right changed its argument y in place", "y.clone()")},
+        exact=True,
+        es={"teacher.shift": ("shift_right modificó in place su argumento y", "y.clone()")}),
     bug("model_default_max_len_short", A, "model-code", "max_len=64):", "max_len=50):",
         {"model.embed": ("max_len=64", "64 tokens")}, exact=True),
 ]

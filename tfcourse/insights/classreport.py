@@ -107,8 +107,8 @@ def read_graded(path: Path, name: str | None = None) -> Graded:
                             "" if passed else _text(details.get("kind")) or message, message))
     notebooks = [nb for nb in extra.get("notebooks", []) if isinstance(nb, dict)] \
         if isinstance(extra.get("notebooks"), list) else []
-    return Graded(name or path.parent.name, _text(extra.get("assignment")), _number(data.get("score")),
-                  _number(data.get("max_score")), tuple(checks),
+    return Graded(name or path.parent.name, _text(extra.get("assignment")),
+                  _number(data.get("score")), _number(data.get("max_score")), tuple(checks),
                   _number(data.get("execution_time")),
                   max((_number(nb.get("peak_memory_mb")) for nb in notebooks), default=0.0))
 

@@ -10,6 +10,7 @@ code in it) says can award a point.
 import argparse
 import builtins
 import contextlib
+import inspect
 import os
 import sys
 import time
@@ -101,8 +102,9 @@ class Worker:
 
     # -- calling student code on the grader's inputs ------------------------------------------
     def op_call(self, fn: str, args=(), kwargs=None, seed=None, swap_globals=None, grad=False):
+        given = self._given(args, kwargs)
         target = self._lookup(fn)
-        return self._run(target, args, kwargs, seed, swap_globals, grad)
+        return self._run(target, given, seed, swap_globals, grad)
 
     def op_new(self, handle: str, cls: str, args=(), kwargs=None, seed=0, swap_globals=None):
         torch.manual_seed(seed)
@@ -132,10 +134,11 @@ class Worker:
 
     def op_method(self, handle: str, method: str = "forward", args=(), kwargs=None, train=False,
                   seed=None, swap_globals=None, grad=False):
-        module = self.handles[handle]
+        given = self._given(args, kwargs)       # before getattr, which may be the student's
+        module = self.handles[handle]           # own code
         _set_training(module, train)
         target = module if method == "__call__" else getattr(module, method)
-        return self._run(target, args, kwargs, seed, swap_globals, grad)
+        return self._run(target, given, seed, swap_globals, grad)
 
     def op_grad(self, handle: str, args=(), weights=None, method: str = "__call__"):
         """Gradients of sum(output * weights) for each parameter, under every name it has."""
@@ -226,13 +229,25 @@ class Worker:
             return tuple(self._resolve(item) for item in value)
         return value
 
-    def _run(self, target, args, kwargs, seed, swap_globals, grad):
+    def _given(self, args, kwargs):
+        """The arguments of a call, resolved, with a copy of every tensor in them taken before
+        any student code runs on the call (see `_run`)."""
+        args, kwargs = self._resolve(list(args)), self._resolve(dict(kwargs or {}))
+        return args, kwargs, _tensor_copies(args, kwargs)
+
+    def _run(self, target, given, seed, swap_globals, grad):
+        """Call student code. The reply is its result as data, or, when the call changed a tensor
+        it was given (an argument, or one inside a list or dict of them), {"$value": the result,
+        "$changed": the paths of those arguments}: the grader fails the check on that report."""
+        args, kwargs, copies = given
         with self._swapped(swap_globals):
             if seed is not None:
                 torch.manual_seed(seed)
             with torch.set_grad_enabled(grad):
-                result = target(*self._resolve(args), **self._resolve(kwargs or {}))
-            return _plain(result)
+                result = target(*args, **kwargs)
+            value = _plain(result)
+        changed = _changed_arguments(target, copies)
+        return {"$value": value, "$changed": changed} if changed else value
 
     @contextlib.contextmanager
     def _swapped(self, swap_globals):
@@ -418,6 +433,65 @@ def _plain(value, depth=0):
     if isinstance(value, dict) and all(isinstance(key, str) for key in value):
         return {key: _plain(item, depth + 1) for key, item in value.items()}
     return {"$unsendable": type(value).__name__}
+
+
+# -- the arguments a call changed in place --------------------------------------------------------
+def _tensor_copies(args: list, kwargs: dict) -> list:
+    """(where, the tensor, a copy of it) for every tensor in the arguments: where is (the
+    argument's position or keyword, the keys and indices down to the tensor)."""
+    found = []
+
+    def walk(value, where, depth):
+        if isinstance(value, torch.Tensor):
+            with torch.no_grad():
+                found.append((where, value, value.detach().clone()))
+        elif depth < 6 and isinstance(value, (list, tuple)):
+            for index, item in enumerate(value):
+                walk(item, where + (index,), depth + 1)
+        elif depth < 6 and isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, where + (str(key),), depth + 1)
+    for position, value in enumerate(args):
+        walk(value, (position,), 0)
+    for name, value in kwargs.items():
+        walk(value, (str(name),), 0)
+    return found
+
+
+def _same_bits(tensor: torch.Tensor, copy: torch.Tensor) -> bool:
+    """Whether `tensor` still holds, bit for bit, what `copy` holds (NaN and -0.0 included)."""
+    try:
+        with torch.no_grad():
+            now = tensor.detach()
+            if now.dtype != copy.dtype or now.shape != copy.shape:
+                return False
+            return torch.equal(now.contiguous().reshape(-1).view(torch.uint8),
+                               copy.contiguous().reshape(-1).view(torch.uint8))
+    except (RuntimeError, TypeError):
+        return False
+
+
+def _changed_arguments(target, copies: list) -> list:
+    """The paths ("y", "mask", "x[0]", "args[2]") of the tensor arguments the call changed."""
+    changed = [where for where, tensor, copy in copies if not _same_bits(tensor, copy)]
+    if not changed:
+        return []
+    names = []
+    try:            # the student's names of the positional parameters, for the message only
+        function = target.forward if isinstance(target, torch.nn.Module) else target
+        for parameter in inspect.signature(function).parameters.values():
+            if parameter.kind not in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+                break
+            names.append(parameter.name)
+    except Exception:           # a signature that cannot be read: positions only
+        names = []
+    paths = []
+    for first, *rest in changed:
+        head = first if isinstance(first, str) else (
+            names[first] if first < len(names) else f"args[{first}]")
+        paths.append(head + "".join(f"[{step}]" if isinstance(step, int) else f"[{step!r}]"
+                                    for step in rest))
+    return paths
 
 
 def _error_info(error: BaseException) -> dict:

@@ -58,22 +58,33 @@ def _transformer_example(Transformer, names=None) -> dict:
     tgt_in = torch.tensor([[10, 1, 1, 3, 4], [10, 0, 0, 2, 3]])
     pads = _pads(6, 4, total=6)
     out = {"names": names}
+    # Logits count up to a constant per row (log-probabilities are fine too): the example keeps
+    # their log_softmax, and its gradient weights sum to zero over the vocabulary, so that a
+    # constant per row changes neither.
     logits = _call("Transformer", model, src, tgt_in)
     if isinstance(logits, torch.Tensor) and logits.requires_grad:
         model.zero_grad()
-        (logits * examples.pattern("grad", *logits.shape)).sum().backward()
+        pattern = examples.pattern("grad", *logits.shape)
+        (logits * (pattern - pattern.mean(-1, keepdim=True))).sum().backward()
         grad = model.embedding.weight.grad if isinstance(
             getattr(model, "embedding", None), torch.nn.Embedding) else None
         out["grad"] = grad.clone() if grad is not None else torch.zeros(0)
     with torch.no_grad():
-        out["logits"] = _call("Transformer", model, src, tgt_in)
+        out["logits"] = _log_probs(_call("Transformer", model, src, tgt_in))
         out["encoded"] = _call("Transformer.encode", getattr(model, "encode"), src, pads)
         out["encoded_plain"] = _call("Transformer.encode", getattr(model, "encode"), src)
         scaled = _scaled_embedding(model, math.sqrt(8))
         if scaled is not None:
             with scaled:
-                out["sqrt_d_model"] = _call("Transformer", model, src, tgt_in)
+                out["sqrt_d_model"] = _log_probs(_call("Transformer", model, src, tgt_in))
     return out
+
+
+def _log_probs(logits):
+    """log_softmax over the vocabulary of what the model returned (anything else as it is)."""
+    if isinstance(logits, torch.Tensor) and logits.is_floating_point() and logits.dim() > 0:
+        return logits.log_softmax(-1)
+    return logits
 
 
 @_checked

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 
 import torch
 
@@ -151,6 +152,39 @@ def first_match(got, variants, atol: float, rtol: float) -> str:
         if close(got, candidate, atol, rtol):
             return words
     return ""
+
+
+# -- arguments changed in place ------------------------------------------------------------------
+# The student's process answers a call that changed a tensor it was given with {"$value": ...,
+# "$changed": [paths]} (sandbox/worker.py `_run`). The report is data from the untrusted side, and
+# it can only cost the check: believing it is safe, and no verdict rests on its absence (a reply
+# without it is just the value, checked as always).
+IN_PLACE = "$changed"
+_ARGUMENT_PATH = re.compile(r"[A-Za-z_]\w{0,39}(\[(\d{1,4}|'[\w -]{0,40}')\]){0,6}")
+_NAME = re.compile(r"[A-Za-z_][\w.]{0,79}")
+
+
+def unchanged_arguments(reply, what: str):
+    """The value of a call's reply; a Fail when the student's process reports that the call changed
+    one of its tensor arguments in place (`what` names the function or method)."""
+    if not (isinstance(reply, dict) and set(reply) == {"$value", IN_PLACE}):
+        return reply
+    paths = reply[IN_PLACE]
+    if isinstance(paths, list) and not paths:
+        return reply["$value"]
+    paths = [path for path in paths if isinstance(path, str) and _ARGUMENT_PATH.fullmatch(path)] \
+        if isinstance(paths, list) else []
+    if not paths:
+        raise Fail("{what} changed one of its arguments in place: the caller's tensors must stay "
+                   "as they were, so compute the result in a new tensor (clone an argument "
+                   "before writing into it, or use torch.cat, masked_fill and x = x + ... "
+                   "instead of x[...] = ..., masked_fill_ and +=)", what=what)
+    name = re.match(r"[A-Za-z_]\w*", paths[0]).group(0)
+    raise Fail("{what} changed its argument {names} in place ({name}[...] = ..., +=, or a method "
+               "ending in _ such as masked_fill_): the caller's tensors must stay as they were, "
+               "so compute the result in a new tensor ({name}.clone() before writing into it, or "
+               "torch.cat, masked_fill, {name} + ...)", what=what, names=", ".join(paths[:4]),
+               name=name)
 
 
 # -- what a check works with ---------------------------------------------------------------------
@@ -367,9 +401,17 @@ class Handle:
 
     def run(self, *args, method: str = "__call__", train: bool = False, seed: int | None = None,
             swap_globals: dict | None = None, timeout: float | None = None, **kwargs):
-        return self.context.request("method", timeout=timeout, handle=self.name, method=method,
-                                    args=list(args), kwargs=kwargs, train=train, seed=seed,
-                                    swap_globals=swap_globals)
+        reply = self.context.request("method", timeout=timeout, handle=self.name, method=method,
+                                     args=list(args), kwargs=kwargs, train=train, seed=seed,
+                                     swap_globals=swap_globals)
+        return unchanged_arguments(reply, self.called(method))
+
+    def called(self, method: str = "__call__") -> str:
+        """How a message names a call of this module: its class (as the student's process
+        described it, when that is a name), with the method ("Transformer.decode")."""
+        kind = self.info.get("type")
+        kind = kind if isinstance(kind, str) and _NAME.fullmatch(kind) else "the module"
+        return kind if method in ("__call__", "forward") else f"{kind}.{method}"
 
     def swap(self, path: str, probe: "Handle") -> None:
         try:
@@ -419,8 +461,9 @@ class Context:
 
     def call(self, function: str, *args, swap_globals: dict | None = None, seed=None,
              timeout: float | None = None, **kwargs):
-        return self.request("call", timeout=timeout, fn=function, args=list(args), kwargs=kwargs,
-                            swap_globals=swap_globals, seed=seed)
+        reply = self.request("call", timeout=timeout, fn=function, args=list(args),
+                             kwargs=kwargs, swap_globals=swap_globals, seed=seed)
+        return unchanged_arguments(reply, function)
 
     def _name(self) -> str:
         self._handles += 1
