@@ -12,11 +12,11 @@ import json
 import nbformat
 import pytest
 
-from catalogue import TWO_PARTS, attention, groups, layers, sorting
+from catalogue import TWO_PARTS, every_bug, groups
 from conftest import grade_batches, lost_points, make_submission, replace_in, solution_cells, strip
 from tfcourse import notebook
 
-BUGS = attention.BUGS + layers.BUGS + sorting.BUGS
+BUGS = every_bug()
 ADDED = "+"         # a cell name "+<grade_id>": the cell a port adds before that answer cell
 
 
