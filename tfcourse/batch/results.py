@@ -46,7 +46,7 @@ class Row:
     id: str                 # "sdpa.values"
     group: str              # "sdpa"
     name: str               # the check's name, in the language ("values")
-    title: str              # "scaled_dot_product_attention: values"
+    title: str              # "<stub>: values"
     passed: bool
     score: float
     max_score: float
