@@ -14,12 +14,12 @@ import nbformat
 import pytest
 import yaml
 
-from catalogue import TWO_PARTS, attention, groups, layers, sorting
+from catalogue import TWO_PARTS, every_bug, groups
 from conftest import ROOT, grade_batches, lost_points, make_submission, replace_in, \
     solution_cells, strip
 from tfcourse import notebook
 
-BUGS = attention.BUGS + layers.BUGS + sorting.BUGS
+BUGS = every_bug()
 ADDED = "+"         # a cell name "+<grade_id>": the cell a port adds before that answer cell
 
 
@@ -74,7 +74,8 @@ def lost_outside(bug, lost) -> set:
 # (the template whose words match it, most words first), then rendered from the Spanish catalog,
 # each value that is itself a message or a phrase in Spanish too.
 FIELD = re.compile(r"\{(\w+)(?::[^{}]*)?\}")
-SPANISH = {str(english): str(spanish) for folder in ("tfcourse", "autograder") for english, spanish
+SPANISH = {str(english): str(spanish) for folder in ("tfcourse", "autograder", "visible")
+           for english, spanish
            in yaml.safe_load((ROOT / folder / "locale" / "es.yaml").read_text("utf-8")).items()}
 
 

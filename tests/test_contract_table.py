@@ -9,11 +9,11 @@ asserted by a slow test to lose one of the row's checks (a catalogue bug its `sa
 """
 import pytest
 
-from catalogue import attention, layers, sorting
+from catalogue import every_bug
 from catalogue.lazy import KNOWN_HOLES, TWINS
 from contract_table import DOC, UNCHECKED, read_table, render, stubs
 
-BUGS = {bug.name: bug for bug in attention.BUGS + layers.BUGS + sorting.BUGS}
+BUGS = {bug.name: bug for bug in every_bug()}
 TWIN = {twin.name: twin for twin in TWINS}
 
 

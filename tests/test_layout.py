@@ -1,8 +1,10 @@
 """Which way imports go: read from the source (ast), nothing imported, so it takes no time.
 
-- The engine (tfcourse/) never imports the course folder (`autograder`): it reads a course's
-  hidden graders by their path, through pytest, so the installed package works for any course.
-- The student library (tfcourse/student/, and whatever of tfcourse it imports) imports nothing
+- The engine (tfcourse/) never imports the course folder (`autograder`, `visible`): it reads a
+  course's hidden graders by their path, through pytest, and its visible checks as text that the
+  notebooks carry, so the installed package works for any course.
+- The student library (tfcourse/student/, the course's visible checks in visible/ that run beside
+  it in the student's kernel, and whatever of tfcourse they import) imports nothing
   of the instructor's side: not the grader, the sandbox, the adapters or the build, nor nbgrader,
   nbclient, JupyterLab or pytest, which a student's install does not have. An optional import
   that says what to install when it is missing (inside `try: ... except ImportError`) is allowed
@@ -23,6 +25,7 @@ from conftest import ROOT
 
 ENGINE = ROOT / "tfcourse"
 COURSE = ROOT / "autograder"
+VISIBLE = ROOT / "visible"             # the course's visible checks: they run in students' kernels
 STUDENT = ENGINE / "student"
 GRADING_SIDE = ("tfcourse.submission", "tfcourse.batch", "tfcourse.sandbox", "tfcourse.adapters",
                 "tfcourse.build")
@@ -119,7 +122,7 @@ def where(path: Path, line: int) -> str:
 def test_the_module_names_are_read_right():
     """The resolver itself: relative imports of tfcourse/student/plots.py land in tfcourse."""
     found = {name for name, _, _ in imports(STUDENT / "plots.py")}
-    assert {"tfcourse.i18n", "tfcourse.student.checks", "torch"} <= found
+    assert {"tfcourse.i18n", "tfcourse.student.checking", "torch"} <= found
     assert _package(STUDENT / "__init__.py") == "tfcourse.student"
     assert module_name(ENGINE / "sandbox" / "worker.py") == "tfcourse.sandbox.worker"
 
@@ -140,14 +143,14 @@ def test_optional_imports_are_told_from_plain_ones(tmp_path):
 
 def test_the_engine_never_imports_the_course_folder():
     wrong = [f"{where(path, line)} imports {name}" for path in sources(ENGINE)
-             for name, line, _ in imports(path) if within(name, ["autograder"])]
+             for name, line, _ in imports(path) if within(name, ["autograder", "visible"])]
     assert not wrong, "the engine must read a course's graders by path:\n" + "\n".join(wrong)
 
 
 def _student_modules() -> list[Path]:
-    """tfcourse/student/ and every module of tfcourse it imports, directly or not."""
+    """tfcourse/student/, visible/ and every module of tfcourse they import, directly or not."""
     by_name = {module_name(path): path for path in sources(ENGINE)}
-    todo, seen = sorted(sources(STUDENT)), set()
+    todo, seen = sorted(sources(STUDENT, VISIBLE)), set()
     while todo:
         path = todo.pop()
         if path in seen:
@@ -163,7 +166,8 @@ def _student_modules() -> list[Path]:
 
 def test_the_student_library_imports_nothing_of_the_instructors_side():
     modules = _student_modules()
-    assert STUDENT / "checks.py" in modules and ENGINE / "i18n.py" in modules
+    assert STUDENT / "visible.py" in modules and VISIBLE / "checks.py" in modules
+    assert ENGINE / "i18n.py" in modules
     wrong = []
     for path in modules:
         for name, line, optional in imports(path):
@@ -220,7 +224,8 @@ def test_the_path_edit_finder_finds_them(tmp_path):
         "sys.path.insert(...)", "sys.path changed", "sys.path changed", "PYTHONPATH"]
 
 
-@pytest.mark.parametrize("folder", [ENGINE, COURSE], ids=["tfcourse", "autograder"])
+@pytest.mark.parametrize("folder", [ENGINE, COURSE, VISIBLE], ids=["tfcourse", "autograder",
+                                                                   "visible"])
 def test_nothing_edits_the_import_path(folder):
     wrong = [edit for path in sources(folder) if path not in MAY_EDIT_PATH
              for edit in _path_edits(path)]

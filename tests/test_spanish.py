@@ -38,7 +38,7 @@ def spanish_texts() -> dict[str, str]:
                 texts[f"{assignment} cell {index}"] = notebook.text(cell)
     for english, spanish in _catalog(ROOT / "source" / "docstrings.es.yaml").items():
         texts[f"docstring {english[:40]!r}"] = spanish
-    for folder in ("tfcourse", "autograder"):
+    for folder in ("tfcourse", "autograder", "visible"):
         for english, spanish in _catalog(ROOT / folder / "locale" / "es.yaml").items():
             texts[f"{folder}/locale/es.yaml {str(english)[:50]!r}"] = str(spanish)
     return texts
@@ -128,7 +128,7 @@ def test_messages_start_as_their_english_does():
     """A message whose English starts with a capital, or with a placeholder such as "{passed} of
     {total} visible checks pass", starts with a capital in Spanish (not "pasan 1 de 3 ...")."""
     found = []
-    for folder in ("tfcourse", "autograder"):
+    for folder in ("tfcourse", "autograder", "visible"):
         for english, spanish in _catalog(ROOT / folder / "locale" / "es.yaml").items():
             english, spanish = str(english), str(spanish)
             if (english[:1].isupper() or english[:1] == "{") and spanish[:1].islower():

@@ -209,3 +209,39 @@ def test_run_all_reaches_the_last_cell_past_failing_checks_and_validate_sees_the
     validate = subprocess.run([str(TFCOURSE.with_name("nbgrader")), "validate", str(path)],
                               capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert "VALIDATION FAILED" in validate.stdout + validate.stderr, validate.stdout
+
+
+# -- the notebook alone is enough: its visible checks travel inside it -----------------------------
+@pytest.mark.parametrize("beside", [True, False], ids=["with-json", "notebook-alone"])
+def test_a_released_notebook_checks_as_strictly_without_the_json_beside_it(tmp_path, beside):
+    """Downloaded alone, moved, or copied by a set-up that takes only the notebook, a released
+    notebook ran weaker checks: [PASS] sdpa for an attention that calls torch's, [PASS] mha for
+    heads split without a transpose. Its metadata now carries the checks and their numbers."""
+    made = _rule_break_and_wrong_split(tmp_path / "made")
+    folder = tmp_path / "student"
+    folder.mkdir()
+    shutil.copy(made, folder / "attention.ipynb")              # the notebook, and nothing else
+    if beside:
+        shutil.copy(made.with_name("visible_checks.json"), folder / "visible_checks.json")
+    done = check(folder / "attention.ipynb")
+    found = blocks(done.stdout)
+    assert done.returncode == 1 and found["masks"].startswith("[PASS]"), done.stdout
+    assert found["sdpa"].startswith("[FAIL]") and "course's rules" in found["sdpa"], done.stdout
+    assert found["mha"].startswith("[FAIL]") and "transpose" in found["mha"], done.stdout
+
+
+def test_a_notebook_without_its_visible_checks_says_which_could_not_run(tmp_path):
+    """A notebook that carries no checks (its metadata stripped, no json beside it) passes none:
+    each check says it could not run, and why."""
+    notebook = tmp_path / "attention.ipynb"
+    nb = nbformat.read(str(ROOT / "solutions" / "01-attention" / "attention.ipynb"), as_version=4)
+    nb.metadata["tfcourse"].pop("visible_checks")
+    nbformat.write(nb, str(notebook))
+    done = check(notebook)
+    found = blocks(done.stdout)
+    assert done.returncode == 1 and list(found) == GROUPS, done.stdout
+    for group, block in found.items():
+        assert block.startswith(f"[NOT CHECKED] {group}: "), block
+        assert f"check.{group} could not run: this notebook's visible checks were not found" \
+            in block, block
+    assert "PASS" not in done.stdout.replace("visible checks pass", ""), done.stdout

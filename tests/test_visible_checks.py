@@ -7,17 +7,22 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import ROOT, replace_in, solution_cells
-from tfcourse.student import checks
+from conftest import ROOT, replace_in, solution_cells, visible_checks
+
+checks = visible_checks()
 
 
 @pytest.fixture(autouse=True)
 def numbers(monkeypatch, request):
-    """The checks read visible_checks.json from the working folder, the notebook's."""
+    """The checks read their numbers from the working folder, the notebook's; the code that ran
+    is given (no kernel keeps it here): none, unless a test gives its cells."""
     assignment = ("03-sorting" if any(word in request.node.name
                                       for word in ("sqrt", "greedy", "log_softmax"))
                   else "02-layers" if "layer" in request.node.name else "01-attention")
     monkeypatch.chdir(ROOT / "source" / assignment)
+    checks.use_sources([])
+    yield
+    checks.use_sources(None)
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +112,7 @@ def _run_cells(cells: list[str]) -> dict:
 @pytest.fixture
 def sources():
     yield
-    checks.use_sources(None)
+    checks.use_sources([])
 
 
 SETUP = "import math\nimport torch\nfrom torch import nn\nimport torch.nn.functional as F\n"
@@ -184,7 +189,7 @@ def test_a_failing_check_reports_in_red_and_the_notebook_goes_on(capsys):
 
 
 def test_expected_numbers_carry_the_course_rule_and_an_example_per_check(course):
-    from tfcourse.student import examples
+    from tfcourse.student import examples, visible
     found = set()
     for assignment in course.assignments:
         data = examples.expected(ROOT / "source" / assignment.id)
@@ -192,7 +197,7 @@ def test_expected_numbers_carry_the_course_rule_and_an_example_per_check(course)
         assert set(data["rules"]["stubs"]) == {stub for a in course.assignments
                                                for g in a.checks for stub in g.stubs}
         found |= set(data["examples"])
-    assert found == set(examples.EXAMPLES)
+    assert found == set(visible.Bundle(visible.course_payload(ROOT), "visible").examples)
 
 
 def test_parameter_counts_are_written_alike(parts, sources):
@@ -205,3 +210,40 @@ def test_parameter_counts_are_written_alike(parts, sources):
     exec(code, namespace)
     with checks.raising(), pytest.raises(checks.CheckFailed, match="59,744 parameters, has 60,107"):
         checks.transformer(namespace["Transformer"])
+
+
+# -- a check never says PASS for less than it says ------------------------------------------------
+def test_without_its_numbers_a_check_says_it_could_not_run(monkeypatch, tmp_path):
+    """No numbers (no notebook or visible_checks.json that carries them): the checks used to skip
+    the comparison and the rule and pass; now each says it could not run, and why."""
+    monkeypatch.chdir(tmp_path)
+    cells = solution_cells("01-attention")
+    namespace = _run_cells([SETUP, cells["sdpa-code"]])
+    with checks.raising(), pytest.raises(checks.CheckNotRun,
+                                         match="check.sdpa could not run: the course.s rule is missing"):
+        checks.sdpa(namespace["scaled_dot_product_attention"])
+
+
+def test_a_missing_example_or_rule_is_not_a_pass(monkeypatch, tmp_path):
+    import json
+    data = json.loads((ROOT / "source" / "01-attention" / "visible_checks.json").read_text())
+    data["examples"].pop("mha")
+    (tmp_path / "visible_checks.json").write_text(json.dumps(data))
+    monkeypatch.chdir(tmp_path)
+    cells = solution_cells("01-attention")
+    namespace = _run_cells([SETUP, cells["sdpa-code"], cells["mha-code"]])
+    checks.sdpa(namespace["scaled_dot_product_attention"])                    # still passes
+    with checks.raising(), pytest.raises(checks.CheckNotRun, match="'mha' are missing"):
+        checks.mha(namespace["MultiHeadAttention"])
+    del data["rules"]
+    (tmp_path / "visible_checks.json").write_text(json.dumps(data))
+    with checks.raising(), pytest.raises(checks.CheckNotRun, match="rule is missing"):
+        checks.sdpa(namespace["scaled_dot_product_attention"])
+
+
+def test_outside_a_kernel_the_rule_cannot_be_read_and_the_check_says_so(sources):
+    checks.use_sources(None)                # no kernel, no cells given: nothing to read
+    namespace = _run_cells([SETUP, solution_cells("01-attention")["sdpa-code"]])
+    checks.use_sources(None)
+    with checks.raising(), pytest.raises(checks.CheckNotRun, match="outside a Jupyter kernel"):
+        checks.sdpa(namespace["scaled_dot_product_attention"])

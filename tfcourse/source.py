@@ -203,7 +203,8 @@ def groups_by_notebook(course: Course, assignment_id: str) -> dict[str, list[Che
 
 
 def helper_module(course: Course, module_name: str) -> str:
-    """The text of a helper module (`attention_parts.py`, say), made from its provider's source."""
+    """The text of a helper module (`<module>.py`, course.yaml's `provides`), made from its
+    provider's source."""
     return assignment_source(course, course.provider_of(module_name).id).module_text
 
 

@@ -80,3 +80,17 @@ TWO_PARTS = {
     # Annotated Transformer writes it), it makes the encoder layer and the decoder layer pre-norm.
     "annotated_sublayer_left_pre_norm": {"encoder", "decoder"},
 }
+
+
+def every_bug() -> list:
+    """The BUGS of every module of the catalogue (one per notebook; lazy.py holds the twins): a
+    new assignment's catalogue is a new module here, found without editing the tests."""
+    import importlib
+    import pkgutil
+
+    found = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if info.name != "lazy":
+            found += getattr(module, "BUGS", [])
+    return found

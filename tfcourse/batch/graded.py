@@ -54,7 +54,7 @@ def layouts(names: list[str]) -> list[str]:
 
 def student_of(name: str, assignment: str, submission: str = "") -> str:
     """Who a result is of: the student's folder above nbgrader's assignment folder
-    ("alice/01-attention" -> "alice"), else the submission's own name."""
+    ("alice/hw1" -> "alice"), else the submission's own name."""
     for said in (submission, name):
         head, _, tail = said.rpartition("/")
         if head and tail == assignment:

@@ -46,7 +46,7 @@ class Row:
     id: str                 # "sdpa.values"
     group: str              # "sdpa"
     name: str               # the check's name, in the language ("values")
-    title: str              # "scaled_dot_product_attention: values"
+    title: str              # "<stub>: values"
     passed: bool
     score: float
     max_score: float
@@ -119,7 +119,7 @@ class Feedback:
     @property
     def student(self) -> str:
         """Whom the feedback is for, as its heading names them: in nbgrader's layout
-        (`submitted/<student>/<assignment>/`, the submission "alice/01-attention") the student's
+        (`submitted/<student>/<assignment>/`, the submission "alice/hw1") the student's
         folder, not the assignment's, which the page names on its own."""
         head, _, tail = self.submission.rpartition("/")
         return head if head and self.assignment and tail == self.assignment else self.submission

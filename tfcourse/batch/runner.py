@@ -323,8 +323,8 @@ class _Batch:
 
 def shown_name(course: Course, item: Found) -> str:
     """The submission's name in its results and feedback: its results folder's, but for a folder
-    named as an assignment, given alone (`submitted/alice/01-attention`, or `submitted/alice/`):
-    nbgrader's layout says whose it is, "alice/01-attention" (the heading names "alice")."""
+    named as an assignment, given alone (`submitted/alice/hw1`, or `submitted/alice/`):
+    nbgrader's layout says whose it is, "alice/hw1" (the heading names "alice")."""
     path = Path(os.path.abspath(item.path))
     ours = {folder.resolve() for folder in (course.root, course.release_dir,
                                             course.solutions_dir, course.source_dir)}

@@ -226,7 +226,7 @@ def _safe(name: str) -> str:
 
 def _unique(found: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
     """Names for the results folders, one each: two submissions with the same name
-    (solutions/01-attention, release/01-attention; alice/ and alice.ipynb) get their parent
+    (solutions/<assignment>, release/<assignment>; alice/ and alice.ipynb) get their parent
     folder's name in front, then the whole file name, then a number."""
     counts: dict[str, int] = {}
     for name, _ in found:

@@ -22,7 +22,7 @@ import nbformat
 from .. import notebook
 from ..course import Course
 from ..source import helper_module, source_notebook
-from .examples import example_files
+from .examples import example_files, payloads
 from .gradebook import disagreements as gradebook_disagreements
 from .gradebook import gradebook_url
 from .language import select_language
@@ -34,9 +34,13 @@ class BuildError(Exception):
 
 
 # -- points and helper modules -------------------------------------------------------------------
-def with_points(course: Course, nb, assignment) -> tuple[object, list[str]]:
-    """The notebook with each test cell's points set from course.yaml; and the problems found."""
+def with_points(course: Course, nb, assignment, visible: dict | None = None
+                ) -> tuple[object, list[str]]:
+    """The notebook with each test cell's points set from course.yaml, and the visible checks it
+    carries (`visible`, build/examples.py) in its metadata; and the problems found."""
     problems = []
+    if visible is not None:
+        nb.metadata.setdefault("tfcourse", {})["visible_checks"] = visible
     tests = {notebook.grade_id(cell): cell for cell in nb.cells if notebook.is_test(cell)}
     for group in assignment.checks:
         cell = tests.get(group.id)
@@ -134,16 +138,18 @@ def edition_dirs(course: Course, lang: str, out: Path | None = None) -> tuple[Pa
 def build(course: Course, lang: str | None = None, execute: bool = True, log=print,
           out: Path | None = None) -> None:
     lang = lang or course.language
+    visible = payloads(course)
     for assignment, path in source_notebooks(course):
-        nb, problems = with_points(course, source_notebook(path).copy(), assignment)
+        nb, problems = with_points(course, source_notebook(path).copy(), assignment,
+                                   visible[assignment.id])
         if problems:
             raise BuildError("\n".join(problems))
         if _write_if_changed(path, nbformat.writes(nb) + "\n"):
-            log(f"updated the points in {path.relative_to(course.root)}")
+            log(f"updated the points and visible checks in {path.relative_to(course.root)}")
     for path, text in helper_modules(course).items():
         if _write_if_changed(path, text):
             log(f"wrote {path.relative_to(course.root)}")
-    for path, text in example_files(course).items():
+    for path, text in example_files(course, visible).items():
         if _write_if_changed(path, text):
             log(f"wrote {path.relative_to(course.root)} (the numbers the visible checks compare "
                 f"with)")
@@ -224,16 +230,18 @@ def check(course: Course, lang: str | None = None, out: Path | None = None) -> l
     lang = lang or course.language
     release_dir, solutions_dir = edition_dirs(course, lang, out)
     stale = []
+    visible = payloads(course)
     for assignment, path in source_notebooks(course):
-        nb, problems = with_points(course, source_notebook(path).copy(), assignment)
+        nb, problems = with_points(course, source_notebook(path).copy(), assignment,
+                                   visible[assignment.id])
         stale += problems
         if comparable(_load(path)) != comparable(json.loads(nbformat.writes(nb))):
-            stale.append(f"{path.relative_to(course.root)}: test cell points differ from "
-                         f"course.yaml")
+            stale.append(f"{path.relative_to(course.root)}: test cell points or the visible "
+                         f"checks it carries differ from course.yaml and visible/")
     for path, text in helper_modules(course).items():
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             stale.append(f"{path.relative_to(course.root)} is stale")
-    for path, text in example_files(course).items():
+    for path, text in example_files(course, visible).items():
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             stale.append(f"{path.relative_to(course.root)} is stale")
     with tempfile.TemporaryDirectory(prefix="tfbuild-check-") as scratch:

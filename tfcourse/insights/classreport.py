@@ -54,7 +54,7 @@ class Check:
 @dataclass(frozen=True)
 class Graded:
     """One submission's results, as read from its results.json and checked."""
-    name: str               # its folder's name below the results ("alice", "alice/01-attention"):
+    name: str               # its folder's name below the results ("alice", "alice/hw1"):
                             # in scores.csv, never on the page
     assignment: str
     score: float

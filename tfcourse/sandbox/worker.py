@@ -155,8 +155,8 @@ class Worker:
         return {name: grad for name, grad in grads.items() if grad is not None}
 
     def op_attribute(self, handle: str, name: str):
-        """An attribute the contract asks a module to keep (MultiHeadAttention's
-        attention_weights): {"present": whether it is set, "value": it, as data}. The grader
+        """An attribute the contract asks a module to keep (an attention module's weights,
+        say): {"present": whether it is set, "value": it, as data}. The grader
         checks the value like any reply (type, dtype, shape, finite) before it compares it."""
         module = self.handles[handle]
         present = hasattr(module, str(name))

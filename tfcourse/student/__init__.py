@@ -2,16 +2,18 @@
 
     from tfcourse.student import check, show, use_language
 
-Nothing here knows a solution or a hidden test: the visible checks test properties a student can
-read about in the notebook (shapes, sums, masks, parameter counts) and say in plain words what is
-wrong. The hidden graders live in the course's `autograder/` folder and never reach students.
+This is the generic toolkit: running checks and reporting them (checking.py, run.py), fixed
+examples (examples.py), pictures (plots.py) and messages in the notebook's language. The checks
+themselves are the course's (its `visible/` folder), which every released notebook carries;
+`check.X` runs the notebook's own check X (visible.py). Nothing here knows a solution or a hidden
+test. The hidden graders live in the course's `autograder/` folder and never reach students.
 """
 import importlib
 
 # Loaded when first asked for (PEP 562): `tfcourse check` lives in this package too, and must not
 # wait for torch and matplotlib before it can answer.
-_LAZY = {"check": ("checks", None), "show": ("plots", None), "use_language": ("checks",
-                                                                          "use_language")}
+_LAZY = {"check": ("visible", "check"), "show": ("plots", None),
+         "use_language": ("visible", "use_language")}
 
 
 def __getattr__(name: str):

@@ -1,6 +1,11 @@
 """What every visible check is made of: messages, failing without stopping the notebook, the
 course's rule applied to the code the student ran, fixed examples compared with the solution's,
-and small helpers to call a student's stub and read what it gives (checks.py)."""
+and small helpers to call a student's stub and read what it gives. The checks themselves are the
+course's (its `visible/` folder), loaded into the kernel by visible.py.
+
+A check says PASS only for what it checked. When its numbers or the course's rule are missing, or
+the code the student ran cannot be read, it reports that it could not run and why (CheckNotRun),
+which `tfcourse check` shows as NOT CHECKED, never as PASS."""
 from __future__ import annotations
 
 import contextlib
@@ -8,11 +13,11 @@ import math
 
 import torch
 
-from ..i18n import render
+from ..i18n import translate
 from . import examples
 
 _settings = {"lang": "en"}
-BOS = 10
+_OUTPUTS: dict[str, str] = {}      # example output key -> its name in words (describe_outputs)
 
 
 def use_language(lang: str) -> None:
@@ -24,8 +29,38 @@ def current_language() -> str:
     return _settings["lang"]
 
 
+def use_catalog(catalogs: dict | None) -> None:
+    """The course's own messages (lang -> English template -> translation), read before tfcourse's:
+    the catalogs the course's visible checks come with (visible.py sets them)."""
+    _settings["catalogs"] = catalogs or {}
+
+
+def say(template: str, params: dict | None = None, lang: str | None = None) -> str:
+    """`template` in the notebook's language, from the course's catalog or else tfcourse's, with
+    its {placeholders} filled in (values that are phrases of a catalog are translated too)."""
+    lang = lang or _settings["lang"]
+    own = (_settings.get("catalogs") or {}).get(lang) or {}
+
+    def tr(text: str) -> str:
+        found = own.get(text)
+        return found if found is not None else translate(text, lang)
+    if params is None:
+        return tr(template)
+    values = {key: tr(value) if isinstance(value, str) else value
+              for key, value in params.items()}
+    try:
+        return tr(template).format(**values)
+    except (KeyError, IndexError, ValueError):
+        return template.format(**(params or {}))
+
+
 def _say(template: str, **params) -> str:
-    return render(template, params, _settings["lang"])
+    return say(template, params)
+
+
+def describe_outputs(names: dict[str, str]) -> None:
+    """Names in words for outputs of the fixed examples whose keys read as code (`self`)."""
+    _OUTPUTS.update(names)
 
 
 def _ok(template: str, **params) -> None:
@@ -34,6 +69,10 @@ def _ok(template: str, **params) -> None:
 
 class _Problem(Exception):
     pass
+
+
+class _NotRun(Exception):
+    """Something the check needs is missing: it cannot say whether the stub is right."""
 
 
 def _fail(template: str, **params):
@@ -48,8 +87,17 @@ class CheckFailed(AssertionError):
         return [_red(str(self))]
 
 
+class CheckNotRun(CheckFailed):
+    """A visible check that could not run (its numbers, the course's rule or the code that ran are
+    missing): never a pass. Its message names the check and says why."""
+
+
 def _red(message: str) -> str:
     return f"\x1b[1;31m✗ {message}\x1b[0m"
+
+
+def _not_run(reason: str, **params):
+    raise _NotRun(_say(reason, **params))
 
 
 @contextlib.contextmanager
@@ -70,16 +118,17 @@ def use_sources(cells) -> None:
     _settings["sources"] = None if cells is None else list(cells)
 
 
-def _report_failure(message: str) -> None:
-    """A failing check: red in the notebook, and recorded as the cell's error (what nbgrader's
-    Validate and `tfcourse check` read), without stopping Run All at this cell."""
+def _report_failure(message: str, kind: type = CheckFailed) -> None:
+    """A failing check (or one that could not run: `kind` CheckNotRun): red in the notebook, and
+    recorded as the cell's error (what nbgrader's Validate and `tfcourse check` read), without
+    stopping Run All at this cell."""
     _settings.setdefault("failures", []).append(message)
     if _settings.get("raise"):
-        raise CheckFailed(message)
+        raise kind(message)
     shell = _shell()
     if shell is not None and hasattr(shell, "_showtraceback"):
         try:            # an error output in the cell; the cell itself ends normally
-            shell._showtraceback(CheckFailed, message, [_red(message)])
+            shell._showtraceback(kind, message, [_red(message)])
             return
         except Exception:      # noqa: BLE001 - any shell: printing below is enough
             pass
@@ -104,17 +153,20 @@ def _checked(function):
     """A check as the notebook calls it: the course's rule first, then the check; a problem is
     reported (see _report_failure) with just its message, and the notebook goes on."""
     def run(*args, **kwargs):
-        message = None
+        message, kind = None, CheckFailed
         try:
             _rule(args)
             function(*args, **kwargs)
         except _Problem as problem:
             message = str(problem)
+        except _NotRun as missing:
+            message, kind = _say("check.{name} could not run: {reason}", name=function.__name__,
+                                 reason=str(missing)), CheckNotRun
         except Exception as error:     # noqa: BLE001 - a value the check did not foresee
             message = _say("the check could not finish ({kind}: {message}): look at what your "
                            "code returns", kind=type(error).__name__, message=error)
         if message is not None:
-            _report_failure(message)
+            _report_failure(message, kind)
     run.__name__, run.__doc__ = function.__name__, function.__doc__
     return run
 
@@ -129,7 +181,8 @@ def _history() -> list[tuple[str, str]]:
     else:
         shell = _shell()
         if shell is None:
-            return []
+            _not_run("the course's rule reads the code you ran, and outside a Jupyter kernel "
+                     "there is none to read (run the notebook in Jupyter, or `tfcourse check` it)")
         ran = [(f"[{index}]", text) for index, text in enumerate(shell.user_ns.get("In", []))
                if index and isinstance(text, str) and text.strip()]
     kept, bound, seen = [], set(), set()
@@ -163,9 +216,13 @@ def _rule(stubs) -> None:
     """Fail as the grader would give no points: a stub that reaches torch's ready-made attention
     (course.yaml `rules`), read from the code the student ran in this kernel."""
     names = [getattr(stub, "__name__", None) for stub in stubs if callable(stub)]
+    if not names:
+        return
     rules = examples.expected().get("rules")
+    if not rules:
+        _not_run("the course's rule is missing: {why}", why=_missing())
     cells = _history()
-    if not names or not rules or not cells:
+    if not cells:
         return
     from ..submission import rules as reading
     found = reading.check(cells, rules["forbidden"], stubs=set(rules["stubs"]) | set(names),
@@ -178,20 +235,35 @@ def _rule(stubs) -> None:
 
 
 # -- fixed examples -----------------------------------------------------------------------------
+def _missing() -> str:
+    return examples.expected().get("missing") or _say(
+        "the numbers the course's solution gives are not in this notebook (rebuild it with "
+        "`tfcourse build`)")
+
+
+def _wanted(name: str) -> dict:
+    """The solution's numbers of example `name`; the check cannot run without them."""
+    wanted = examples.expected().get("examples", {}).get(name)
+    if not wanted:
+        _not_run("the numbers of its fixed example {name!r} are missing: {why}", name=name,
+                 why=_missing())
+    return wanted
+
+
 def _example(name: str, *stubs) -> dict:
     """Run example `name` on the student's stubs; what came out, by key."""
-    wanted = examples.expected().get("examples", {}).get(name, {})
-    return examples.EXAMPLES[name](*stubs, names=wanted.get("names"))
+    return examples.registry()[name](*stubs, names=_wanted(name).get("names"))
 
 
 def _differs(name: str, got: dict, keys=None) -> list[tuple[str, float]]:
     """The keys of example `name` whose values differ from the solution's, with the largest gap
-    (nothing when visible_checks.json has no such example)."""
-    wanted = examples.expected().get("examples", {}).get(name)
-    if not wanted:
-        return []
+    (CheckNotRun when the numbers are missing: a missing number is never a match)."""
+    wanted = _wanted(name)
     out = []
     for key in keys or [k for k in wanted["values"] if k in got]:
+        if key not in wanted["values"]:
+            _not_run("the number {key!r} of its fixed example {name!r} is missing: {why}",
+                     key=key, name=name, why=_missing())
         expected = examples.from_data(wanted["values"][key])
         value = got.get(key)
         if isinstance(expected, torch.Tensor):
@@ -208,9 +280,12 @@ def _differs(name: str, got: dict, keys=None) -> list[tuple[str, float]]:
 
 
 def _expected(name: str, key: str):
-    """The solution's value of `key` in example `name` (None when visible_checks.json lacks it)."""
-    data = examples.expected().get("examples", {}).get(name, {}).get("values", {}).get(key)
-    return None if data is None else examples.from_data(data)
+    """The solution's value of `key` in example `name` (CheckNotRun when it is missing)."""
+    data = _wanted(name).get("values", {}).get(key)
+    if data is None:
+        _not_run("the number {key!r} of its fixed example {name!r} is missing: {why}",
+                 key=key, name=name, why=_missing())
+    return examples.from_data(data)
 
 
 def _module(what: str, cls, *args, names=None, **kwargs):
@@ -240,13 +315,6 @@ def _module(what: str, cls, *args, names=None, **kwargs):
     return module, wanted
 
 
-# Outputs of the fixed examples named in words, where the key alone reads as code (`self`).
-_OUTPUTS = {"self": "the output of self-attention", "self_own": "the output of self-attention",
-            "cross": "the output of cross-attention",
-            "masked_self": "the output of masked self-attention",
-            "padded_cross": "the output of cross-attention with a padding mask"}
-
-
 def _values(name: str, *stubs, hint: str = "", got: dict | None = None) -> None:
     """Compare example `name` run on `stubs` (or its outputs `got`) with the solution's numbers."""
     got = _example(name, *stubs) if got is None else got
@@ -258,8 +326,7 @@ def _values(name: str, *stubs, hint: str = "", got: dict | None = None) -> None:
               gap=_say("a different shape or type") if gap == math.inf else
               _say("largest difference {gap:.3g}", gap=gap),
               hint=(": " + _say(hint)) if hint else "")
-    if examples.expected().get("examples", {}).get(name):
-        _ok("its values on a fixed example match the course's solution")
+    _ok("its values on a fixed example match the course's solution")
 
 
 def _call(what: str, function, *args, **kwargs):

@@ -1,14 +1,14 @@
 """Fixed small examples for the visible checks: a fixed input, fixed weights, the expected numbers.
 
-Each example is a function of the student's stub that runs it on inputs and weights made by a
-formula (no random generator, so every machine and torch version makes the same numbers) and
-returns what came out, by name. `tfcourse build` runs the same functions on the course's solution
-and writes what they return into visible_checks.json, which the release has beside each notebook
-(tfcourse/build/examples.py): students get the numbers, never the code that made them. A visible
-check runs the example on the student's stub and compares, reading the file from the kernel's
-working folder (the notebook's).
+Each example is a function of the student's stub (the course's, in its visible/ folder, marked with
+`@example(name)`) that runs it on inputs and weights made by a formula here (no random generator,
+so every machine and torch version makes the same numbers) and returns what came out, by name.
+`tfcourse build` runs the same functions on the course's solution and writes what they return into
+each notebook's metadata and the visible_checks.json beside it (tfcourse/build/examples.py):
+students get the numbers, never the solution. A visible check runs the example on the student's
+stub and compares with the numbers of the notebook it runs for (visible.py makes them active).
 
-The file also carries what the visible checks need of course.yaml to apply the course's rule
+The numbers come with what the visible checks need of course.yaml to apply the course's rule
 against torch's ready-made attention as the grader does: the forbidden names, the stubs and the
 helper modules.
 """
@@ -24,27 +24,45 @@ import torch
 
 EXPECTED_NAME = "visible_checks.json"
 EXAMPLES: dict[str, object] = {}          # example name -> function(stub, ...) -> {name: value}
-_loaded: dict[str, dict] = {}             # path -> its data
+_active: dict[str, object] = {"data": None, "registry": None}
 
 
 def example(name: str):
+    """Marks a function of the course's visible checks as the fixed example `name`."""
     def register(function):
+        function.example_name = name
         EXAMPLES[name] = function
         return function
     return register
 
 
+def registry() -> dict:
+    """Example name -> function, of the visible checks running now (else every one loaded)."""
+    return _active["registry"] if _active["registry"] is not None else EXAMPLES
+
+
+@contextlib.contextmanager
+def active(data: dict, examples: dict | None = None):
+    """The numbers (and example functions) that the checks run in here compare with."""
+    before = dict(_active)
+    _active.update(data=data, registry=examples)
+    try:
+        yield
+    finally:
+        _active.update(before)
+
+
 def expected(folder: str | Path | None = None) -> dict:
-    """The visible_checks.json of `folder` (default: the working folder, the notebook's), read
-    once; {} when there is none (the checks then skip the comparisons and the rule)."""
-    path = str(Path(folder or Path.cwd()) / EXPECTED_NAME)
-    if path not in _loaded:
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            data = {}
-        _loaded[path] = data if isinstance(data, dict) else {}
-    return _loaded[path]
+    """The numbers the checks compare with: those made active (see `active`); or, given a
+    folder, its visible_checks.json; {} when there are none (the checks then say they could not
+    run: they never pass without them)."""
+    if folder is None:
+        return _active["data"] if isinstance(_active["data"], dict) else {}
+    try:
+        data = json.loads((Path(folder) / EXPECTED_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    return data if isinstance(data, dict) else {}
 
 
 # -- numbers by formula ----------------------------------------------------------------------------
@@ -117,15 +135,6 @@ def attribute_swapped(owner, name: str, value):
             setattr(owner, name, old)
         else:
             delattr(owner, name)
-
-
-def stand_in_attention(q, k, v, mask=None, *extra, **options):
-    """In place of scaled_dot_product_attention inside a module under check: something simple
-    and unlike attention (a sigmoid of the scores), so that only the module's own wiring counts."""
-    weights = torch.sigmoid(q @ k.transpose(-2, -1))
-    if mask is not None:
-        weights = weights.masked_fill(torch.as_tensor(mask, dtype=torch.bool), 0.0)
-    return weights @ v / 4.0, weights
 
 
 def as_data(value):

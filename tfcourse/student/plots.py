@@ -18,15 +18,15 @@ import textwrap
 import matplotlib.pyplot as plt
 import torch
 
-from ..i18n import phrase, render, translate
-from .checks import current_language
+from ..i18n import phrase
+from .checking import current_language, say
 
 
 def _say(text: str, **values) -> str:
-    """A title or label in the notebook's language."""
+    """A title or label in the notebook's language (the course's catalog first: visible.py)."""
     if values:
-        return render(text, values, current_language())
-    return translate(text, current_language()) if text else text
+        return say(text, values, current_language())
+    return say(text, None, current_language()) if text else text
 
 
 # -- demo cells: one line, not a traceback, while a stub is not written ---------------------------
@@ -46,7 +46,7 @@ def _innermost(traceback):
 
 
 def _owner(frame) -> str | None:
-    """The function or class whose code a frame runs: `positional_encoding`, `Transformer`."""
+    """The function or class whose code a frame runs: a stub's name, or its class's."""
     owner = frame.f_locals.get("self")
     if owner is not None and not isinstance(owner, type):
         return type(owner).__name__
@@ -61,11 +61,11 @@ def _tell(message: str) -> None:
 
 
 class needs:
-    """`with show.needs("positional_encoding"):` around a demo cell's code.
+    """`with show.needs("<stub>"):` around a demo cell's code.
 
     When a function the cell uses is still a stub (it raises NotImplementedError), the cell prints
-    one line, in the notebook's language, naming it ("write positional_encoding first: this cell
-    uses it"), and stops there without a traceback. So does a name the cell reads that an earlier
+    one line, in the notebook's language, naming it ("write <stub> first: this cell uses
+    it"), and stops there without a traceback. So does a name the cell reads that an earlier
     cell has not defined, because that cell stopped the same way. Any other error is raised as
     usual, with its traceback: it says where the code went wrong.
     """

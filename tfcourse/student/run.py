@@ -38,8 +38,15 @@ def _error(outputs) -> str | None:
     for output in outputs:
         if output.get("output_type") == "error":
             name, value = output.get("ename"), output.get("evalue")
-            return value if name == "CheckFailed" and value else f"{name}: {value}"
+            return value if name in ("CheckFailed", "CheckNotRun") and value else \
+                f"{name}: {value}"
     return None
+
+
+def _not_checked(outputs) -> bool:
+    """Whether the cell's check could not run (CheckNotRun): reported as such, never a pass."""
+    return any(output.get("output_type") == "error" and output.get("ename") == "CheckNotRun"
+               for output in outputs)
 
 
 def _printed(outputs) -> list[str]:
@@ -162,6 +169,8 @@ def _report(nb, tests: list, skipped: list[str], stopped: str | None, say) -> in
         error = _error(outputs)
         if cell.get("execution_count") is None:
             mark, lines = say("NOT RUN"), []
+        elif _not_checked(outputs):
+            mark, lines = say("NOT CHECKED"), [error]
         elif error:
             mark, lines = say("FAIL"), [error]
         else:

@@ -408,7 +408,7 @@ class Handle:
 
     def called(self, method: str = "__call__") -> str:
         """How a message names a call of this module: its class (as the student's process
-        described it, when that is a name), with the method ("Transformer.decode")."""
+        described it, when that is a name), with the method ("Model.decode")."""
         kind = self.info.get("type")
         kind = kind if isinstance(kind, str) and _NAME.fullmatch(kind) else "the module"
         return kind if method in ("__call__", "forward") else f"{kind}.{method}"

@@ -46,7 +46,8 @@ def _namespace(course: Course, assignment_id: str) -> dict:
 
 
 def _install_module(course: Course, module_name: str) -> None:
-    """Make `import attention_parts` (say) give the reference, built from its provider's source."""
+    """Make `import <module>` (course.yaml's `provides`) give the reference, built from its
+    provider's source."""
     provider = course.provider_of(module_name)
     namespace = _namespace(course, provider.id)
     module = sys.modules.get(module_name)

@@ -16,7 +16,7 @@ it reaches through the names it reads, holds a flagged construct (docs/rules.md 
 
 Honest code is left alone: a scratch statement comparing with `F.scaled_dot_product_attention`
 binds nothing a stub uses, and `getattr(self, "w_" + name)` looks only at the student's own object.
-Another stub called by its name (`scaled_dot_product_attention(q, k, v)` inside MultiHeadAttention)
+Another stub called by its name (a module's stub calling the attention function's stub, say)
 is judged on its own: the checks call a stand-in in its place.
 
 This is static analysis of a dynamic language: it reports what it can see, and flags the constructs
@@ -98,7 +98,7 @@ def check(sources, forbidden: list[str], *, context: Iterable[str] = (),
     context: the course's own cells run before them (their imports give names their meaning).
     stubs: the names the checks grade; each is judged on its own code, so another stub it calls by
         name does not pass its violations on (the checks call a stand-in there). None: no stubs.
-    known_modules: modules the course ships beside the notebook (attention_parts, ...).
+    known_modules: modules the course ships beside the notebook (course.yaml's `uses`).
     """
     cells = [(str(index + 1), item) if isinstance(item, str) else (str(item[0]), item[1])
              for index, item in enumerate(sources)]

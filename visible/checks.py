@@ -1,4 +1,11 @@
-"""Visible checks: quick tests a student runs in the notebook, with messages in plain words.
+"""The course's visible checks: quick tests a student runs in the notebook, with messages in plain
+words. `check.X(...)` in a notebook is the function X of this module (layer_checks.py and
+sorting_checks.py hold the later assignments' checks; this module gathers them).
+
+These are course content, not part of tfcourse: `tfcourse build` writes this folder's modules and
+their messages (locale/) into every released notebook's metadata and into the visible_checks.json
+beside it, where `from tfcourse.student import check` finds them (tfcourse/student/visible.py).
+Students get them: nothing here may know a hidden test or a solution.
 
 Each check first applies the course's rule against torch's ready-made attention to the code the
 student ran, as the grader does; then it prints a line per property that holds and stops at the
@@ -7,9 +14,10 @@ look. A failing check does not stop the notebook: its message is the cell's erro
 nbgrader's Validate and `tfcourse check` read), and Run All goes on to the next cell.
 
 Besides properties, each check compares its stub's output on a fixed small example (fixed inputs
-and weights, made by a formula in examples.py) with the numbers the course's solution gives, which
-`tfcourse build` writes into visible_checks.json. The hidden graders test more inputs, sizes and
-invariances; the visible checks reveal none of those inputs.
+and weights, made by a formula: tfcourse.student.examples) with the numbers the course's solution
+gives, which `tfcourse build` writes beside them. The hidden graders test more inputs, sizes and
+invariances; the visible checks reveal none of those inputs. A check whose numbers or rule are
+missing says that it could not run, never that it passed.
 """
 from __future__ import annotations
 
@@ -17,17 +25,26 @@ import math
 
 import torch
 
-from . import examples
-from .checking import (BOS, CheckFailed, _call, _checked, _close, _count, _differs, _example,
-                       _fail, _fixed, _module, _ok, _shape, _values, current_language, failures,
-                       raising, use_language, use_sources)
+from tfcourse.student import examples
+from tfcourse.student.checking import (CheckFailed, _call, _checked, _close, _count, _differs,
+                                       _example, _fail, _fixed, _module, _ok, _shape, _values,
+                                       current_language, describe_outputs, failures, raising,
+                                       use_language, use_sources)
+
 from .layer_checks import classifier, decoder_layer, encoder_layer, ffn, positions, regressor
-from .sorting_checks import greedy, noam, teacher, trained, transformer
+from .sorting_checks import BOS, greedy, noam, teacher, trained, transformer
 
 __all__ = ["BOS", "CheckFailed", "current_language", "failures", "raising", "use_language",
            "use_sources", "sdpa", "mha", "masks", "positions", "ffn", "encoder_layer",
            "decoder_layer", "classifier", "regressor", "transformer", "noam", "teacher", "greedy",
            "trained"]
+
+# Outputs of the fixed examples named in words, where the key alone reads as code (`self`).
+describe_outputs({"self": "the output of self-attention",
+                  "self_own": "the output of self-attention",
+                  "cross": "the output of cross-attention",
+                  "masked_self": "the output of masked self-attention",
+                  "padded_cross": "the output of cross-attention with a padding mask"})
 
 
 # -- 01: attention -------------------------------------------------------------------------------
@@ -151,7 +168,16 @@ class _CountingStandIn:
 
     def __call__(self, *args, **kwargs):
         self.calls += 1
-        return examples.stand_in_attention(*args, **kwargs)
+        return stand_in_attention(*args, **kwargs)
+
+
+def stand_in_attention(q, k, v, mask=None, *extra, **options):
+    """In place of scaled_dot_product_attention inside a module under check: something simple
+    and unlike attention (a sigmoid of the scores), so that only the module's own wiring counts."""
+    weights = torch.sigmoid(q @ k.transpose(-2, -1))
+    if mask is not None:
+        weights = weights.masked_fill(torch.as_tensor(mask, dtype=torch.bool), 0.0)
+    return weights @ v / 4.0, weights
 
 
 def _stand_in(MultiHeadAttention, stand_in=None):

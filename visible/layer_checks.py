@@ -7,9 +7,9 @@ import math
 
 import torch
 
-from . import examples
-from .checking import (_call, _checked, _close, _count, _differs, _example, _expected, _fail,
-                       _fixed, _module, _ok, _shape, _values)
+from tfcourse.student import examples
+from tfcourse.student.checking import (_call, _checked, _close, _count, _differs, _example,
+                                       _expected, _fail, _fixed, _module, _ok, _shape, _values)
 
 
 # -- 02: layers ----------------------------------------------------------------------------------
