@@ -12,8 +12,8 @@ import secrets
 
 import torch
 
-from tfcourse.submission.framework import (Fail, as_tensor, close, expect_kind, expect_shape,
-                                           expect_varies, first_match, largest_gap,
+from tfcourse.submission.framework import (Fail, as_tensor, close, expect_kind, expect_like,
+                                           expect_shape, expect_varies, first_match, largest_gap,
                                            parameter_shapes, swapped, under)
 from tfcourse.submission.reference import recipe_source
 from . import standins
@@ -352,11 +352,12 @@ def test_encoder_mask(ctx):
     calls = probes["self_attn"].calls()
     seen = x.clone()
     seen[0, 1] += ctx.randn(D)            # not a uniform shift, which a LayerNorm removes
-    expect_varies(got[0, 0], as_tensor(student.run(seen, mask), "the output")[0, 0],
-                  "the layer's output at position 0", "the token at position 1 (not masked) changed")
+    again = expect_shape(student.run(seen, mask), (2, 6, D), "the output")
+    expect_varies(got[0, 0], again[0, 0], "the layer's output at position 0",
+                  "the token at position 1 (not masked) changed")
     hidden = x.clone()
     hidden[0, 4:] = ctx.randn(2, D) * 3
-    moved = expect_kind(student.run(hidden, mask), "floating", "the layer's output")
+    moved = expect_like(student.run(hidden, mask), got, "the layer's output")
     if not (close(got[0, :4], moved[0, :4], ctx.atol, ctx.rtol) and
             close(got[1], moved[1], ctx.atol, ctx.rtol)):
         if not close(got, student.run(x, mask), ctx.atol, ctx.rtol):

@@ -15,8 +15,9 @@ import torch
 
 from tfcourse.sandbox.session import StudentError
 from tfcourse.submission.framework import (Fail, Handle, as_tensor, close, dtype_kind,
-                                           expect_kind, expect_like, expect_shape, expect_varies,
-                                           first_match, largest_gap, parameter_shapes)
+                                           expect_kind, expect_like, expect_number, expect_shape,
+                                           expect_varies, first_match, largest_gap,
+                                           parameter_shapes)
 from tfcourse.submission.reference import recipe_source
 from . import standins
 
@@ -254,7 +255,7 @@ def test_model_causal(ctx):
     for position in (3, 5):
         changed = tgt_in.clone()
         changed[:, position] = (changed[:, position] + 5) % 13
-        after = as_tensor(student.run(src, changed), "the logits")
+        after = expect_like(student.run(src, changed), before, "the logits")
         for earlier in range(position):
             if not close(before[:, earlier], after[:, earlier], ctx.atol, ctx.rtol):
                 raise Fail("position {p} changed when target token {t} changed: the decoder can "
@@ -284,12 +285,15 @@ def test_model_padding(ctx):
     noisy = src.clone()
     noisy[0, 5:] = (noisy[0, 5:] + 3) % 13
     ctx.expect_uses(student, lambda: student.run(src, src_mask, method="encode"), "the memory")
-    first = expect_kind(student.run(src, src_mask, method="encode"), "floating", "the memory")
-    second = expect_kind(student.run(noisy, src_mask, method="encode"), "floating", "the memory")
+    with torch.no_grad():
+        shape = tuple(reference.encode(src, src_mask).shape)
+    first = expect_kind(expect_shape(student.run(src, src_mask, method="encode"), shape,
+                                     "the memory"), "floating", "the memory")
+    second = expect_like(student.run(noisy, src_mask, method="encode"), first, "the memory")
     mixed = src.clone()
     mixed[:, 1] = mixed[:, 1] % 12 + 1              # a real token, not padding
-    expect_varies(first[:, 0], as_tensor(student.run(mixed, src_mask, method="encode"),
-                                         "the memory")[:, 0],
+    expect_varies(first[:, 0], expect_like(student.run(mixed, src_mask, method="encode"), first,
+                                           "the memory")[:, 0],
                   "the memory at position 0", "the source token at position 1 changed")
     if not close(first[0, :5], second[0, :5], ctx.atol, ctx.rtol) or not close(
             first[1], second[1], ctx.atol, ctx.rtol):
@@ -321,17 +325,9 @@ def test_model_padding(ctx):
 
 # -- schedule and teacher forcing --------------------------------------------------------------
 def _number(value, what):
-    """A finite real number: a Python int or float, or a one-element int or float tensor."""
-    if isinstance(value, torch.Tensor) and value.numel() == 1 and dtype_kind(value) in (
-            "integer", "floating"):
-        value = float(value)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = float(value)
-    else:
-        raise Fail("{what} should return a number", what=what)
-    if not math.isfinite(value):
-        raise Fail("{what} returned {value}, not a finite number", what=what, value=value)
-    return value
+    """A finite real number: a Python int or float, or a one-element int or float tensor (see
+    framework.expect_number, which names whatever else came back)."""
+    return expect_number(value, what)
 
 
 def test_schedule_noam(ctx):

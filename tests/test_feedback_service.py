@@ -24,9 +24,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tfcourse.batch.results import private_folder
 from tfcourse.course import CourseError, load_course, parse_course
 from tfcourse.submission.report import NotebookReport, SubmissionReport, TestResult
-from tfcourse.hub import page
+from tfcourse.hub import keys, page
 from tfcourse.hub.ledger import (DAY, FAILED, GRADED, HOUR, LIMITED, QUEUED, REFUSED, SAME,
                                  SUPERSEDED, AlreadyRunning, Ledger, next_allowed)
 from tfcourse.hub.service import Service
@@ -55,8 +56,12 @@ def full_marks(course, folder: Path, assignment: str) -> SubmissionReport:
 
 
 def submit(exchange: Path, student: str, assignment: str = "01-attention", stamp: str = "1",
-           owner: str | None = None, notebook: bytes = b'{"cells": []}') -> Path:
-    """What `nbgrader submit` leaves in the inbound folder."""
+           owner: str | None = None, notebook: bytes = b'{"cells": []}',
+           state: Path | None = None, key: str | None = None) -> Path:
+    """What `nbgrader submit` leaves in the inbound folder, with the student's submission key
+    (keys.py) under the service's secret in `state` (by default the exchange's sibling "state"),
+    as a student does where the service takes names on trust; `key`: another key instead (""
+    for none)."""
     inbox = exchange / "tfcourse" / "inbound"
     if not inbox.is_dir():                      # as nbgrader's release makes it
         inbox.mkdir(parents=True)
@@ -66,11 +71,25 @@ def submit(exchange: Path, student: str, assignment: str = "01-attention", stamp
     name = load_course(ROOT).assignment(assignment).notebooks[0]
     (folder / name).write_bytes(notebook)
     (folder / "timestamp.txt").write_text(stamp)
+    if key is None:
+        key = with_key(folder, state or exchange.parent / "state", student)
+    elif key:
+        (folder / keys.KEY_FILE).write_text(key + "\n")
     if owner:
-        for path in (folder, folder / name, folder / "timestamp.txt"):
+        for path in [folder, folder / name, folder / "timestamp.txt",
+                     *[folder / keys.KEY_FILE] * bool(key)]:
             shutil.chown(path, owner)
     os.chmod(folder, 0o777)                     # nbgrader's last step
     return folder
+
+
+def with_key(folder: Path, state: Path, student: str) -> str:
+    """Put `student`'s submission key, under the secret of the service in `state`, into the
+    submission `folder` (as the student does under --trust-names); the key."""
+    private_folder(state)
+    key = keys.key_of(keys.secret(state), student)
+    (folder / keys.KEY_FILE).write_text(key + "\n")
+    return key
 
 
 @pytest.fixture
@@ -205,6 +224,58 @@ def test_a_submission_under_another_students_name_is_refused(course, tmp_path):
     assert "submitted under the name alice from the account nobody" in \
         page.status_line(forged, "en", course, None)
     assert records["nobody+01-attention+2+r2"].status == QUEUED
+
+
+def test_folders_named_for_a_classmate_spend_nothing_of_theirs_under_trust_names(course,
+                                                                                  tmp_path):
+    """--trust-names (one account for every student): mallory makes three folders named for
+    bob, one with no key, one with her own, one with a made-up one. None is bob's: his real
+    submission, made after them, is queued (not limited), his page lists it alone, and the three
+    are nobody's, on the instructor's page."""
+    feedback = service(course, tmp_path)
+    exchange = tmp_path / "exchange"
+    mallorys = keys.key_of(keys.secret(tmp_path / "state"), "mallory")
+    for stamp, key in (("1", ""), ("2", mallorys), ("3", "0" * 32)):
+        submit(exchange, "bob", stamp=stamp, key=key)
+    assert course.feedback.per_hour == 3                # three spent would limit the fourth
+    submit(exchange, "bob", stamp="4")                  # bob's own, with his key
+    submit(exchange, "mallory", stamp="5")              # mallory's own, with hers
+    assert feedback.scan() == 5
+    bobs, _ = feedback.view("bob")
+    assert [(r.key, r.status) for r in bobs] == [("bob+01-attention+4+r4", QUEUED)]
+    assert feedback.not_recorded("bob") == []
+    html = page.page(course, "bob", bobs, {}, T0, "en", key=feedback.key("bob"))
+    assert "+1+r1" not in html and "+2+r2" not in html and "+3+r3" not in html
+    assert feedback.key("bob") in html and keys.KEY_FILE in html
+    assert [r.status for r in feedback.view("mallory")[0]] == [QUEUED]
+    forged = [r for r in feedback.ledger.all() if r.student == keys.NOBODY]
+    assert sorted(r.key for r in forged) == [f"bob+01-attention+{n}+r{n}" for n in "123"]
+    assert {r.status for r in forged} == {REFUSED}
+    assert "holds no feedback-key.txt with the key of bob" in \
+        page.status_line(forged[0], "en", course, None)
+    assert feedback.view(keys.NOBODY) == ([], {})
+
+
+def test_a_submission_key_is_the_students_own_and_the_services(tmp_path):
+    """Keys differ from student to student and from service to service (its secret, made once,
+    0600); a key file that is a link, or far too long, holds no key."""
+    private_folder(tmp_path / "a")
+    private_folder(tmp_path / "b")
+    first = keys.secret(tmp_path / "a")
+    assert keys.secret(tmp_path / "a") == first
+    assert os.stat(tmp_path / "a" / keys.SECRET_FILE).st_mode & 0o777 == 0o600
+    assert keys.key_of(first, "bob") != keys.key_of(first, "bobby")
+    assert keys.key_of(first, "bob") != keys.key_of(keys.secret(tmp_path / "b"), "bob")
+    folder = tmp_path / "submitted"
+    folder.mkdir()
+    (tmp_path / "elsewhere").write_text(keys.key_of(first, "bob"))
+    (folder / keys.KEY_FILE).symlink_to(tmp_path / "elsewhere")
+    assert not keys.holds_key(first, folder, "bob")
+    (folder / keys.KEY_FILE).unlink()
+    (folder / keys.KEY_FILE).write_text(keys.key_of(first, "bob") + " " * 1000)
+    assert not keys.holds_key(first, folder, "bob")
+    (folder / keys.KEY_FILE).write_text(keys.key_of(first, "bob") + "\n")
+    assert keys.holds_key(first, folder, "bob") and not keys.holds_key(first, folder, "eve")
 
 
 def test_entries_nbgrader_does_not_make_are_left_alone(course, tmp_path):
@@ -345,14 +416,15 @@ def test_a_classmates_submission_on_a_reused_inode_is_graded(course, tmp_path, s
     exchange = small_disk / "exchange"
     feedback = Service(course, exchange, tmp_path / "state", clock=Clock(), grade=full_marks,
                        trust_names=True)
-    hers = [submit(exchange, "alice", stamp=str(n), notebook=b'{"n": %d}' % n)
+    hers = [submit(exchange, "alice", stamp=str(n), notebook=b'{"n": %d}' % n,
+                   state=tmp_path / "state")
             for n in range(10)]
     inodes = {os.stat(folder).st_ino for folder in hers}
     assert feedback.scan() == 10
     grade_next(feedback)                                # her newest (the others superseded)
     for folder in hers:
         shutil.rmtree(folder)
-    theirs = [submit(exchange, name, stamp=str(10 + n))
+    theirs = [submit(exchange, name, stamp=str(10 + n), state=tmp_path / "state")
               for n, name in enumerate(["bob", "carol", "dave"])]
     reused = [folder.name for folder in theirs if os.stat(folder).st_ino in inodes]
     assert reused, "ext4 gave none of alice's inode numbers again: this proves nothing"
@@ -834,6 +906,7 @@ def test_the_service_killed_mid_queue_grades_everything_once_after_a_restart(tmp
             f"{name}+01-attention+2026-12-01 10:0{number}:00.000000 UTC+r{number}"
         shutil.copytree(made, folder)                   # as nbgrader submit leaves it
         (folder / "timestamp.txt").write_text("2026-12-01 10:00:00.000000 UTC")
+        with_key(folder, tmp_path / "state", name)
         os.chmod(folder, 0o777)
     os.chmod(folder.parent, 0o733)
 
@@ -887,6 +960,7 @@ def _exchange_with(tmp_path: Path, students: dict[str, dict]) -> Path:
             f"{student}+01-attention+2026-12-01 10:0{number}:00.000000 UTC+r{number}"
         shutil.copytree(made, folder)                   # as nbgrader submit leaves it
         (folder / "timestamp.txt").write_text("2026-12-01 10:00:00.000000 UTC")
+        with_key(folder, tmp_path / "state", student)
         os.chmod(folder, 0o777)
     os.chmod(folder.parent, 0o733)
     return exchange
@@ -1321,3 +1395,47 @@ def test_a_student_reads_no_classmates_page_json_queue_or_report(course, tmp_pat
         auth.HubOAuthenticated.get_current_user = original
     for path, (code, body) in seen.items():
         assert "bob+01-attention" not in body and '"bob"' not in body, path
+
+
+def test_the_page_gives_a_logged_in_user_their_own_key_alone(course, tmp_path, monkeypatch):
+    """The hub's login says who asks (here a stand-in for it): the page and api/key give each
+    user their own key; an instructor looking at a student's page is not shown the student's."""
+    pytest.importorskip("jupyterhub")
+    import asyncio
+
+    from tornado.httpclient import AsyncHTTPClient
+    from tornado.httpserver import HTTPServer
+    from tornado.testing import bind_unused_port
+
+    from tfcourse.hub import app
+
+    monkeypatch.setattr(app.Base, "get_current_user",
+                        lambda self: {"name": self.request.headers["X-User"]})
+    feedback = service(course, tmp_path)
+    bob, mallory = feedback.key("bob"), feedback.key("mallory")
+
+    async def fetch(path, user):
+        socket, port = bind_unused_port()
+        server = HTTPServer(app.make_app(feedback, "/services/feedback/", {"teacher"}))
+        server.add_sockets([socket])
+        try:
+            reply = await AsyncHTTPClient().fetch(f"http://127.0.0.1:{port}/services/feedback/"
+                                                  f"{path}", headers={"X-User": user},
+                                                  raise_error=False)
+            return reply.code, reply.body.decode()
+        finally:
+            server.stop()
+
+    async def everything():
+        return [await fetch("api/key", "bob"), await fetch("", "bob"),
+                await fetch("", "mallory"), await fetch("?student=bob", "teacher")]
+
+    (code, body), (_, page_of_bob), (_, page_of_mallory), (_, seen_by_teacher) = \
+        asyncio.run(everything())
+    assert code == 200 and json.loads(body) == {"student": "bob", "key": bob,
+                                                "file": keys.KEY_FILE}
+    assert bob in page_of_bob and mallory not in page_of_bob
+    assert mallory in page_of_mallory and bob not in page_of_mallory
+    assert bob not in seen_by_teacher
+    plain = service(course, tmp_path / "plain", trust_names=False)
+    assert plain.key("bob") is None

@@ -9,7 +9,7 @@ import os
 from jupyterhub.services.auth import HubOAuthCallbackHandler, HubOAuthenticated
 from tornado import web
 
-from . import page
+from . import keys, page
 
 
 class Base(HubOAuthenticated, web.RequestHandler):
@@ -38,8 +38,24 @@ class Page(Base):
             return
         student = self.student()
         records, results = service.view(student)
+        own = student == self.get_current_user()["name"]
         self.write(page.page(service.course, student, records, results, service.clock(),
-                             service.lang, service.waits(), service.not_recorded(student)))
+                             service.lang, service.waits(), service.not_recorded(student),
+                             key=service.key(student) if own else None))
+
+
+class Key(Base):
+    """The logged-in user's own submission key (--trust-names, keys.py), for their server to
+    write into an assignment folder: {"student", "key", "file"}; 404 where none is needed."""
+
+    @web.authenticated
+    def get(self):
+        student = self.get_current_user()["name"]
+        key = self.service.key(student)
+        if key is None:
+            raise web.HTTPError(404)
+        self.set_header("Cache-Control", "no-store")
+        self.write({"student": student, "key": key, "file": keys.KEY_FILE})
 
 
 class Api(Base):
@@ -90,6 +106,7 @@ def make_app(service, prefix: str, instructors: set[str]) -> web.Application:
         (prefix, Page, given),
         (prefix + r"report/(.*)", Report, given),
         (prefix + "api/feedback", Api, given),
+        (prefix + "api/key", Key, given),
         (prefix + "api/queue", Queue, given),
         (prefix + "oauth_callback", HubOAuthCallbackHandler),
     ], cookie_secret=os.urandom(32))

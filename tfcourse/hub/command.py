@@ -45,8 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a hub user who may see every student's page (?student=NAME)")
     parser.add_argument("--trust-names", action="store_true",
                         help="take the student from the submission's name, not its owner: only "
-                             "where every server writes as one account (containers), and "
-                             "students cannot write into the exchange another way")
+                             "where every server writes as one account (containers). A folder "
+                             "is then the named student's only when it holds feedback-key.txt "
+                             "with their key (shown on their page, and at api/key); any other "
+                             "is recorded as nobody's, ungraded, on no student's page and "
+                             "counted against no one's fair use. A key is as safe as students "
+                             "keep it: delete STATE/submission-secret to give everyone new keys")
     parser.add_argument("--no-page", action="store_true",
                         help="grade only, serve no page (without a hub)")
 

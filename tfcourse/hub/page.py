@@ -17,7 +17,10 @@ from dataclasses import dataclass
 from tfcourse.course import Course, CourseError
 from tfcourse.batch.results import STYLE, part_html, say
 
+from tfcourse.i18n import phrase
+
 from .estimate import Wait
+from .keys import KEY_FILE
 from .ledger import FAILED, GRADED, GRADING, LIMITED, QUEUED, REFUSED, SAME, SUPERSEDED, Record
 
 REFRESH_SECONDS = 5         # the page reloads itself while a submission is waiting
@@ -144,12 +147,18 @@ def submission_block(record: Record, results: dict | None, course: Course, now: 
     return '<section class="submission">\n' + "\n".join(parts) + "\n</section>"
 
 
+KEY_TEXT = phrase("Your submission key is {key}: put it in a file named {file} in each assignment "
+                  "folder before you submit. A submission without it is not graded: anyone can "
+                  "give a folder your name, but only you see your key. Keep it to yourself.")
+
+
 def page(course: Course, student: str, records: list[Record], results: dict, now: float,
          lang: str, waits: dict[str, Wait] | None = None,
-         not_recorded: list[tuple[str, dict]] = ()) -> str:
+         not_recorded: list[tuple[str, dict]] = (), key: str | None = None) -> str:
     """The whole page for `student`: `records` are theirs, newest first; `results` by key;
     `waits` of those queued or being graded; `not_recorded`: why some folders have no record
-    (template, params). It reloads itself while one is waiting."""
+    (template, params); `key`: their submission key, where the service needs one (--trust-names,
+    keys.py). It reloads itself while one is waiting."""
     esc = html.escape
     waits = waits or {}
     title = say("Feedback on your submissions", None, lang, course)
@@ -166,6 +175,9 @@ def page(course: Course, student: str, records: list[Record], results: dict, now
     if not records:
         nothing = say('No submission yet: submit in the Assignments tab.', None, lang, course)
         blocks += [f"<p>{esc(nothing)}</p>"]
+    if key is not None:
+        text = say(KEY_TEXT, {"key": key, "file": KEY_FILE}, lang, course)
+        blocks[:0] = [f'<p class="key">{esc(text)}</p>']
     body = "\n".join(blocks)
     return f"""<!DOCTYPE html>
 <html lang="{esc(lang)}"><head><meta charset="utf-8">{refresh}

@@ -34,7 +34,7 @@ from tfcourse.batch import forkserver
 from tfcourse.batch.child import Warm, grade_in_child, student_threads
 from tfcourse.submission.failures import failure_report
 
-from . import page
+from . import keys, page
 from .inbox import Arrival, Watcher, check_inbound, inbound, owner_of, snapshot
 from .estimate import Timing, Wait, play
 from .ledger import (FAILED, FLOOD, GRADING, HOUR, QUEUED, REFUSED, SAME, Ledger, Record, digest,
@@ -58,6 +58,8 @@ class Service:
         self.inbox = inbound(self.exchange, course.id)
         self.watcher = Watcher(self.inbox)
         self.ledger = Ledger(state)
+        # --trust-names: a folder is its named student's only with their key (keys.py)
+        self.secret = keys.secret(self.ledger.state) if trust_names else None
         # None: as many as the cluster's workers have threads (with a scheduler), else 1
         self.jobs_given, self.jobs = jobs, max(1, jobs or 1)
         self.poll, self.trust_names = poll, trust_names
@@ -140,7 +142,7 @@ class Service:
         the state folder (classmates' notebooks, results, records) readable by that user."""
         runner.refuse_side_by_side(self.course, self.jobs)
         tops = [self.ledger.state / name for name in ("records", "snapshots", "results", "report")]
-        inside = list(tops)
+        inside = list(tops) + [self.ledger.state / keys.SECRET_FILE] * (self.secret is not None)
         for folder in tops:
             for top, folders, files in os.walk(folder):
                 inside += [Path(top, name) for name in folders + files]
@@ -214,7 +216,7 @@ class Service:
         """Record a new submission: refused (another's name, an unknown assignment), the same as
         one graded or queued already, over fair use, or copied and queued. A flood from one
         account is not recorded one by one (its count is shown)."""
-        student = arrival.named if self.trust_names else arrival.owner
+        student = self.student_of(arrival)
         if not self.trust_names and arrival.owner == f"uid {arrival.uid}":
             self.nameless(arrival)
             return Record(arrival.key, student, arrival.assignment, self.clock(), status=FAILED)
@@ -261,11 +263,26 @@ class Service:
         log.info("%s: queued", arrival.key)
         return record
 
+    def student_of(self, arrival: Arrival) -> str:
+        """Whose `arrival` is: its owner's account; under --trust-names, the student its name
+        says when it holds their key, else nobody's (keys.NOBODY: no fair use spent, on no
+        student's page)."""
+        if not self.trust_names:
+            return arrival.owner
+        if keys.holds_key(self.secret, arrival.path, arrival.named):
+            return arrival.named
+        return keys.NOBODY
+
     def refused(self, record: Record, arrival: Arrival) -> bool:
         """Whether `record` is refused (saved so, with its reason): submitted under another's
-        name, or for an assignment without feedback on submit."""
+        name, without its student's key (--trust-names), or for an assignment without feedback
+        on submit."""
         known = {a.id for a in self.course.assignments}
-        if not self.trust_names and arrival.owner != arrival.named:
+        if self.trust_names and record.student == keys.NOBODY:
+            record.status, record.why = REFUSED, ("not graded: the folder holds no {file} with "
+                                                  "the key of {named}, whose name it bears")
+            record.params = {"file": keys.KEY_FILE, "named": arrival.named}
+        elif not self.trust_names and arrival.owner != arrival.named:
             record.status, record.why = REFUSED, ("not graded: submitted under the name "
                                                   "{named} from the account {owner}")
             record.params = {"named": arrival.named, "owner": arrival.owner}
@@ -290,7 +307,10 @@ class Service:
 
     def not_taken(self, arrival: Arrival, why: str) -> None:
         """Record `arrival` as not graded, saying why (held in memory if even that fails)."""
-        student = arrival.named if self.trust_names else arrival.owner
+        try:
+            student = self.student_of(arrival)
+        except Exception:                       # not even its key could be read
+            student = keys.NOBODY if self.trust_names else arrival.owner
         self.ignored[arrival.key] = (student, why, {})
         try:
             self.ledger.save(Record(arrival.key, student, arrival.assignment, self.clock(),
@@ -519,13 +539,20 @@ class Service:
                              for key, (student, why, params) in sorted(self.ignored.items())],
         }
 
+    def key(self, student: str) -> str | None:
+        """`student`'s submission key (keys.py), under --trust-names; else None (none needed)."""
+        return keys.key_of(self.secret, student) if self.secret is not None else None
+
     def view(self, student: str) -> tuple[list[Record], dict]:
+        if student == keys.NOBODY:              # no hub user's: the instructor's page lists them
+            return [], {}
         records = self.ledger.of_student(student)
         return records, {r.key: self.ledger.results(r.key) for r in records}
 
     def not_recorded(self, student: str) -> list[tuple[str, dict]]:
         """Why some of `student`'s folders have no record (a flood): (template, params)."""
-        return [(why, params) for who, why, params in self.ignored.values() if who == student]
+        return [(why, params) for who, why, params in self.ignored.values()
+                if who == student and student != keys.NOBODY]
 
 
 def in_turns(arrivals: list[Arrival]) -> list[Arrival]:

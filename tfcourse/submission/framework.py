@@ -48,14 +48,111 @@ def dtype_kind(tensor: torch.Tensor) -> str:
     return "floating" if tensor.is_floating_point() else "integer"
 
 
-def as_tensor(value, what: str) -> torch.Tensor:
+def kind_of(value) -> str:
+    """What came back, in a word: its type's name, or for an object the student's process could
+    not send, the name the worker gave it (checked: it is data too)."""
     if isinstance(value, dict) and "$unsendable" in value:
-        kind = value["$unsendable"]          # a type's name, as the worker writes it: data too
+        kind = value["$unsendable"]
         if not isinstance(kind, str) or len(kind) > 60 or not kind.replace(".", "").isidentifier():
             kind = "dict"
-        raise Fail("{what} should be a tensor, not {kind}", what=what, kind=kind)
+        return kind
+    return type(value).__name__
+
+
+def as_tensor(value, what: str) -> torch.Tensor:
     if not isinstance(value, torch.Tensor):
-        raise Fail("{what} should be a tensor, not {kind}", what=what, kind=type(value).__name__)
+        raise Fail("{what} should be a tensor, not {kind}", what=what, kind=kind_of(value))
+    return value
+
+
+def _about(number: int) -> str:
+    """A huge int as a person reads it: 10**400, -10**400, 3.14 * 10**400."""
+    sign, size = "-" if number < 0 else "", abs(number)
+    exponent = math.floor(math.log10(size))
+    if size < 10 ** exponent:               # log10 rounded up (999...9)
+        exponent -= 1
+    if size == 10 ** exponent:
+        return f"{sign}10**{exponent}"
+    lead = size // 10 ** (exponent - 2) / 100
+    return f"{sign}{lead:g} * 10**{exponent}"
+
+
+FLOAT_MAX = 2 ** 1024             # the first int that float() cannot convert (OverflowError)
+
+
+def _huge_int(value, depth: int = 0):
+    """The first int in a reply (in its lists, tuples and dicts) that float() cannot convert:
+    anything the student's process sends may be compared with a float, and such an int raises
+    OverflowError wherever it is."""
+    if isinstance(value, int):
+        return value if not -FLOAT_MAX < value < FLOAT_MAX else None
+    if depth > 40:                       # the channel refuses deeper messages
+        return None
+    items = value.values() if isinstance(value, dict) else \
+        value if isinstance(value, (list, tuple)) else ()
+    for item in items:
+        found = _huge_int(item, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def _replier(op: str, args: dict) -> str:
+    """Who answered a request, as a message names it: the function, or the module's method."""
+    if op == "call" and isinstance(args.get("fn"), str):
+        return args["fn"]
+    if op in ("method", "grad"):
+        method = args.get("method")
+        return "the module" if method in (None, "__call__", "forward") else \
+            f"the module's {method}"
+    return "your code"
+
+
+def expect_number(value, what: str) -> float:
+    """A finite real number from a reply: a Python int or float, or a one-element int or float
+    tensor, as a float. Anything else is the student's failure, and the message names what came
+    back: another type, a tensor of another kind or size, an int too large for a float (10**400),
+    NaN or infinity. The one way a check turns a reply into a number."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1 or dtype_kind(value) not in ("integer", "floating"):
+            raise Fail("{what} should return a number, not a {dtype} tensor of shape {shape}",
+                       what=what, dtype=str(value.dtype).replace("torch.", ""),
+                       shape=list(value.shape))
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Fail("{what} should return a number, not {kind}", what=what, kind=kind_of(value))
+    if isinstance(value, int):
+        try:
+            value = float(value)
+        except OverflowError:
+            raise Fail("{what} returned an int too large for a float ({value})", what=what,
+                       value=_about(value)) from None
+    if not math.isfinite(value):
+        raise Fail("{what} returned {value}, not a finite number", what=what, value=value)
+    return value
+
+
+def expect_mapping(value, what: str) -> dict:
+    """A reply that must be a dict with string keys (a module's gradients by parameter name, a
+    training result); its values are checked where they are used."""
+    if not isinstance(value, dict) or "$unsendable" in value or \
+            not all(isinstance(key, str) for key in value):
+        raise Fail("{what} should be a dict of names, not {kind}", what=what,
+                   kind=kind_of(value))
+    return value
+
+
+def expect_calls(value, what: str) -> list[dict]:
+    """The record a stand-in kept of its calls, as the student's process sent it: a list of dicts
+    of argument names (the stand-ins write nothing else). Anything else means the student's code
+    changed the record."""
+    if not isinstance(value, list) or not all(
+            isinstance(call, dict) and "$unsendable" not in call and
+            all(isinstance(key, str) for key in call) for call in value):
+        raise Fail("the record of the calls to {what} came back as {kind}, not a list of calls: "
+                   "leave the grader's stand-ins and their records as they are", what=what,
+                   kind=kind_of(value) if not isinstance(value, list) else
+                   "list[" + ", ".join(sorted({kind_of(call) for call in value})[:4]) + "]")
     return value
 
 
@@ -422,11 +519,13 @@ class Handle:
 
     def grad(self, *args, weights, method: str = "__call__") -> dict:
         """Gradients of sum(output * weights) for each named parameter (eval mode)."""
-        return self.context.request("grad", handle=self.name, args=list(args), weights=weights,
-                                    method=method)
+        return expect_mapping(self.context.request("grad", handle=self.name, args=list(args),
+                                                   weights=weights, method=method),
+                              "the gradients")
 
     def calls(self) -> list[dict]:
-        return self.context.request("calls", handle=self.name)
+        return expect_calls(self.context.request("calls", handle=self.name),
+                            "the grader's stand-in")
 
     def ref(self) -> dict:
         return {"$handle": self.name}
@@ -457,7 +556,12 @@ class Context:
         return torch.randint(low, high, shape, generator=self.generator)
 
     def request(self, op: str, timeout: float | None = None, **args):
-        return self.session.request(op, timeout or self.check_seconds, **args)
+        reply = self.session.request(op, timeout or self.check_seconds, **args)
+        huge = _huge_int(reply)
+        if huge is not None:            # no check can use it; float(), isclose() would raise
+            raise Fail("{what} returned an int too large for a float ({value})",
+                       what=_replier(op, args), value=_about(huge))
+        return reply
 
     def call(self, function: str, *args, swap_globals: dict | None = None, seed=None,
              timeout: float | None = None, **kwargs):
@@ -521,7 +625,7 @@ class Context:
 
     def global_calls(self, name: str) -> list[dict]:
         """Calls a global stand-in (swapped in with swap_globals) received."""
-        return self.request("calls", handle=name)
+        return expect_calls(self.request("calls", handle=name), name)
 
     def reference_module(self, cls: str, *args, seed: int = 0, **kwargs) -> torch.nn.Module:
         torch.manual_seed(seed)
