@@ -41,6 +41,39 @@ def figures(pattern: str, text: str) -> list[tuple[float, ...]]:
     return [tuple(float(g) for g in match.groups()) for match in re.finditer(pattern, text)]
 
 
+def ablation(change: str, seed: int) -> dict[str, float]:
+    """A row of bench/README.md's table of bench/ablations.py: loss, greedy, forced, digits."""
+    row = re.search(rf"^\| {re.escape(change)} \| {seed} \| {NUMBER} \| {NUMBER}% \| {NUMBER}% "
+                    rf"\| {NUMBER}% \|", BENCH, re.M)
+    assert row, f"bench/README.md has no ablation row {change} {seed}"
+    return dict(zip(("loss", "greedy", "forced", "digits"), map(float, row.groups())))
+
+
+def python_block(assignment: str, lang: str, after: str) -> str:
+    """The first ```python block of the prose in `lang` that follows the words `after`."""
+    text = "\n".join(notebook.text(cell) for cell in notebook.read(
+        ROOT / "source" / assignment / NOTEBOOK_OF[assignment]).cells if notebook.lang(cell) == lang)
+    return re.search(r"```python\n(.*?)```", text[text.index(after):], re.S).group(1)
+
+
+def solved(assignment: str) -> dict:
+    """The namespace of the course's solution of `assignment`, with its recipe cells run."""
+    from tfcourse.course import load_course
+    from tfcourse.submission.reference import assignment_source, recipe_source, reference
+
+    course = load_course(ROOT)
+    reference(course, assignment)                       # installs the modules it imports
+    namespace = {"__name__": f"solved_{assignment.replace('-', '_')}"}
+    exec(compile(assignment_source(course, assignment).solution_code, "<solution>", "exec"),
+         namespace)
+    exec(compile(recipe_source(course, assignment), "<recipe>", "exec"), namespace)
+    return namespace
+
+
+def spanish(figure: str) -> str:
+    return figure.replace(".", ",").replace("%", " %")
+
+
 # -- 01 --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("lang", ["en", "es"])
 def test_the_closing_question_names_the_demo_that_has_keys(lang):
@@ -93,6 +126,42 @@ def test_a_saturated_softmax_passes_almost_no_gradient_to_any_score_the_winners_
     assert "the others get almost no gradient" not in prose("01-attention", "en")
     assert "the winner's included, hardly moves the weights" in prose("01-attention", "en")
     assert "también el de la ganadora, casi no mueve los pesos" in prose("01-attention", "es")
+
+
+def test_the_causal_mask_is_needed_in_training_and_its_figures_are_the_benchmarks():
+    """Without the mask, teacher forcing hands each position its answer: the sorter looks trained
+    (loss and teacher-forced accuracy) and sorts nothing greedily (bench/ablations.py, seed 0)."""
+    row = ablation("no-mask", 0)
+    assert row["greedy"] == 0.0 and row["forced"] > 95 and row["loss"] < 0.55
+    figures_en = (f"{row['loss']:.3f}", f"{row['forced']:.1f}%", f"{row['greedy']:.1f}%")
+    for lang in ("en", "es"):
+        for figure in figures_en:
+            assert (figure if lang == "en" else spanish(figure)) in prose("01-attention", lang)
+    assert "The decoder needs it because, while generating" not in prose("01-attention", "en")
+    assert "The decoder needs it in *training*" in prose("01-attention", "en")
+    assert "El decoder la necesita *al entrenar*" in prose("01-attention", "es")
+
+
+def test_left_padding_blocks_the_pads_rows_and_their_nan_reaches_every_token_a_layer_later():
+    """The answer's own code, run with the course's attention: after one layer the rows of
+    queries 0-2 (the pads) are NaN, after two every row is."""
+    parts = solved("01-attention")
+    torch.manual_seed(0)
+    namespace = {"torch": torch, "causal_mask": parts["causal_mask"],
+                 "padding_mask": parts["padding_mask"],
+                 "attention": parts["MultiHeadAttention"](d_model=16, num_heads=4).eval(),
+                 "x": torch.randn(2, 6, 16)}
+    code = python_block("01-attention", "en", "(left padding")
+    assert code == python_block("01-attention", "es", "(relleno a la izquierda")
+    exec(code.replace("print(", "shown = ("), namespace)
+    once, twice = namespace["shown"]
+    assert once.tolist() == [[True, True, True, False, False, False]]
+    assert twice.all()
+    text = prose("01-attention", "en")
+    assert "queries 0-2, the pads themselves, would see nothing" in text
+    assert "every real token's output turns NaN too" in text
+    assert "query 0 would see nothing" not in text
+    assert "las queries 0-2, los propios pads, no verían nada" in prose("01-attention", "es")
 
 
 # -- 02 --------------------------------------------------------------------------------------------
