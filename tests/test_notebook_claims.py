@@ -209,6 +209,51 @@ def test_the_regressors_figures_are_the_benchmarks_and_the_notebook_prints_one_i
     assert "**0.96**" in text and "0.024 to 0.065" in text and "0.09 to 0.15" in text
 
 
+def test_a_deep_post_norm_stack_passes_its_first_layer_less_gradient_and_pre_norm_does_not():
+    rows = {int(depth): (post, pre) for depth, post, pre in figures(
+        r"(\d+) layers: first layer's gradient / last layer's: +post-norm " + NUMBER
+        + " +pre-norm " + NUMBER, printed("02-layers", "demo-depth"))}
+    assert sorted(rows) == [6, 24, 48, 96]
+    post = [rows[depth][0] for depth in sorted(rows)]
+    assert post == sorted(post, reverse=True)          # "falls as the stack deepens"
+    assert rows[6][0] > 0.9                            # "almost as much gradient as the last"
+    assert rows[96][0] < 0.2                           # "less than a fifth"
+    assert all(pre > 1 for _, pre in rows.values())    # "more than the last at every depth"
+    assert abs(rows[6][1] - rows[6][0]) < 0.25         # "at 6 layers the two differ little"
+    for lang, gone in (("en", "however deep the stack"), ("es", "por profunda que sea la pila")):
+        assert gone not in prose("02-layers", lang)
+    assert "less than a fifth" in prose("02-layers", "en")
+    assert "menos de una quinta parte" in prose("02-layers", "es")
+
+
+def test_the_gradient_ratios_hold_for_other_seeds_of_the_course_layer():
+    """Seeds 1 and 2 of the course's EncoderLayer: post-norm's first layer gets under a fifth of
+    the last one's gradient at 96 layers, pre-norm's more than the last."""
+    EncoderLayer = solved("02-layers")["EncoderLayer"]
+
+    def first_over_last(seed, depth, pre_norm):
+        torch.manual_seed(seed)
+        layers = [EncoderLayer(32, 4, 128, 0.0) for _ in range(depth)]
+        x, direction = torch.randn(16, 10, 32), torch.randn(16, 10, 32)
+        for layer in layers:
+            if pre_norm:
+                h = layer.norm1(x)
+                x = x + layer.self_attn(h, h, None)
+                x = x + layer.ffn(layer.norm2(x))
+            else:
+                x = layer(x)
+        if pre_norm:
+            x = torch.nn.functional.layer_norm(x, (32,))
+        (x * direction).sum().backward()
+        size = [torch.cat([p.grad.flatten() for p in layer.parameters()]).norm()
+                for layer in (layers[0], layers[-1])]
+        return (size[0] / size[1]).item()
+
+    for seed in (1, 2):
+        assert first_over_last(seed, 96, False) < 0.2
+        assert first_over_last(seed, 96, True) > 1
+
+
 # -- 03 --------------------------------------------------------------------------------------------
 def test_the_recipe_figures_are_the_benchmarks():
     assert "accuracy **min 99.5%** (seed 38)" in BENCH and "mean 99.89%" in BENCH
