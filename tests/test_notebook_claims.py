@@ -322,6 +322,120 @@ def test_without_positions_the_sorter_still_sorts_and_is_blind_to_the_order_of_i
         assert words in prose("03-sorting", lang)
 
 
+def test_the_untrained_model_is_sure_of_the_token_it_reads_and_right_where_the_digit_repeats():
+    lines = printed("03-sorting", "demo-init").splitlines()
+    rows = figures(r"loss " + NUMBER + r" +predicts the token it reads +" + NUMBER
+                   + r"% +top probability " + NUMBER, "\n".join(lines))
+    (default_loss, default_reads, default_sure), (small_loss, small_reads, small_sure) = rows
+    assert default_reads == small_reads == 100          # it copies, at both sizes of E
+    assert default_sure >= 0.99                          # "sure" ... "falls from 1.00"
+    assert 0.7 <= small_sure <= 0.9                      # "to about 0.8"
+    repeats = float(re.search(r"repeats the one read: " + NUMBER + "%",
+                              printed("03-sorting", "demo-init")).group(1))
+    assert 30 <= repeats <= 40                           # "about a third of the positions"
+    expected = (10 - 10 * (1 - 0.9 ** 10)) / 10          # repeats among 9 neighbours, per position
+    assert abs(repeats / 100 - expected) < 0.02
+    solution = solved("03-sorting")                      # other seeds copy too
+    x, y = solution["sorting_batch"](1000, generator=torch.Generator().manual_seed(123))
+    decoder_input = solution["shift_right"](y, solution["BOS"])
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        model = solution["Transformer"](solution["VOCAB_SIZE"], dropout=0.0).eval()
+        with torch.no_grad():
+            logits = model(x, decoder_input)
+        assert bool((logits.argmax(-1) == decoder_input).all())
+        assert logits.softmax(-1).max(-1).values.mean() > 0.99
+    text = prose("03-sorting", "en")
+    assert "sure of a random token" not in text and "sure of the token it has just *read*" in text
+    assert "está seguro del token que acaba de *leer*" in prose("03-sorting", "es")
+    assert "from 1.00 to about 0.8" in text and "de 1,00 a cerca de 0,8" in prose("03-sorting", "es")
+
+
+def test_without_sqrt_d_model_and_at_the_papers_peak_the_sorter_does_as_well():
+    """The sorting notebook's sections 1 and 2 quote bench/ablations.py (seeds 0-2; no warm-up,
+    seed 0): neither the factor nor the lower peak nor the warm-up is needed at this size."""
+    unscaled = [ablation("no-sqrt", seed) for seed in range(3)]
+    peak = [ablation("peak-0.018", seed) for seed in range(3)]
+    recipe = [ablation("recipe", seed) for seed in range(3)]
+    no_warmup = ablation("no-warmup", 0)
+    losses = sorted(row["loss"] for row in unscaled)
+    assert (losses[0], losses[-1]) == (0.515, 0.516)
+    assert all(row["greedy"] == 100 for row in unscaled + peak + recipe)
+    assert no_warmup["greedy"] == 99.9
+    en, es = (prose("03-sorting", lang).replace(" > ", " ") for lang in ("en", "es"))
+    assert "a loss of 0.515 to 0.516 and sorted 100% of section 6's sequences" in en
+    assert "una pérdida de 0,515 a 0,516 y ordenaron el 100 % de las secuencias" in es
+    assert "seeds 0, 1 and 2 sorted 100% of section 6's sequences, and seed 0 sorted 99.9%" in en
+    assert "la semilla 0 ordenó el 99,9 % sin ningún warmup" in es
+    assert "only trains worse" not in en and "far too large" not in en
+    assert "solo entrena peor" not in es and "demasiado para Adam" not in es
+    assert "hard enough to need every part" not in en and "necesitar cada pieza" not in es
+    assert "the factor $\\sqrt{d_{model}}$ (section 1), the warm-up and the lower peak" in en
+
+
+def test_break_it_on_purpose_quotes_the_benchmark_and_its_loss_is_close_to_the_working_models():
+    row = ablation("no-mask", 0)
+    working = float(re.search(r"loss after [\d,]+ steps: " + NUMBER,
+                              printed("03-sorting", "demo-train")).group(1))
+    assert abs(row["loss"] - working) < 0.02             # "close to the working model's"
+    for lang, words in (("en", "a loss of {loss}, close to the working model's, and teacher "
+                                "forcing gets {forced} of the sequences right; greedy decoding "
+                                "sorts {greedy}"),
+                        ("es", "una pérdida de {loss}, cerca de la del modelo que funciona, y "
+                               "teacher forcing acierta el {forced} de las secuencias; la "
+                               "decodificación greedy ordena el {greedy}")):
+        shown = {"loss": f"{row['loss']:.3f}", "forced": f"{row['forced']:.1f}%",
+                 "greedy": f"{row['greedy']:.1f}%"}
+        if lang == "es":
+            shown = {name: spanish(value) for name, value in shown.items()}
+        assert words.format(**shown) in prose("03-sorting", lang)
+    assert python_block("03-sorting", "en", "### Break it on purpose") == python_block(
+        "03-sorting", "es", "### Romperlo a propósito")
+
+
+@pytest.mark.slow
+def test_break_it_on_purpose_prints_what_its_answer_says(capsys):
+    """The exercise's own code, run on the course's solution (about 10-20 CPU seconds)."""
+    torch.set_num_threads(1)
+    namespace = solved("03-sorting")
+    namespace["train_sorter"].__globals__["tqdm"] = lambda iterable, **_: iterable
+    exec(python_block("03-sorting", "en", "### Break it on purpose"), namespace)
+    loss, forced, greedy = map(float, re.search(
+        r"loss " + NUMBER + r" +teacher forcing " + NUMBER + r"% +greedy " + NUMBER + "%",
+        capsys.readouterr().out).groups())
+    row = ablation("no-mask", 0)            # "these figures can differ slightly"
+    assert abs(loss - row["loss"]) < 0.01 and abs(forced - row["forced"]) < 1.5, (loss, forced)
+    assert greedy <= 0.5 and row["greedy"] == 0.0, greedy
+
+
+def test_the_sorted_answers_habits_are_computed_exactly():
+    def starts_with_0(n):
+        return 1 - 0.9 ** n
+
+    def both(n):
+        return 1 - 2 * 0.9 ** n + 0.8 ** n
+
+    shown = {n: (round(100 * starts_with_0(n)), round(100 * both(n))) for n in (6, 10, 14)}
+    assert shown == {6: (47, 20), 10: (65, 41), 14: (77, 59)}
+    en, es = prose("03-sorting", "en"), prose("03-sorting", "es")
+    assert "starts with 0 65% of the time" in en and "does both 41% of the time" in en
+    assert "at length 6 these are 47% and 20%, at length 14, 77% and 59%" in en
+    assert "empieza con 0 el 65 % de las veces" in es and "el 41 % de las veces" in es
+    assert "con longitud 6 son el 47 % y el 20 %, con 14, el 77 % y el 59 %" in es
+    assert "usually starts with 0" not in en and "One guess at why" not in en
+
+
+@pytest.mark.parametrize("assignment", list(NOTEBOOK_OF))
+def test_every_time_on_one_free_core_says_what_a_shared_machine_does(assignment):
+    nb = notebook.read(ROOT / "source" / assignment / NOTEBOOK_OF[assignment])
+    for cell in nb.cells:
+        text = " ".join(notebook.text(cell).split())
+        for free, shared in (("on one free core", "shared machine"),
+                             ("en un núcleo libre", "máquina compartida")):
+            if free in text:
+                assert shared in text, text[:120]
+
+
 @pytest.mark.parametrize("assignment", list(NOTEBOOK_OF))
 def test_each_notebook_has_a_reflection_question_pitfalls_and_collapsed_grading_notes(assignment):
     for lang, question, pitfalls, note in (("en", "**Predict, then run.**", "**Pitfalls**",
