@@ -103,6 +103,26 @@ def test_banned_variants_are_found():
         "'tests ocultos' (say 'comprobaciones ocultas' for hidden checks)"]
     assert banned_variants("Las comprobaciones ocultas van a lo largo de las columnas.") == []
     assert banned_variants("Una secuencia de largo 10.") != []
+    assert banned_variants("Suma la entrada antes de la norma; presiona el botón.") == [
+        "'la norma' (say 'LayerNorm' for LayerNorm (the layer))",
+        "'presiona' (say 'pulsa' for press (a button))"]
+    assert banned_variants("Su norma al cuadrado es 32; pulsa el botón.") == []
+    assert banned_variants("Un pooling por promedio.") != []
+    assert banned_variants("3. resumen (en inglés, *pooling*): el promedio") == []
+
+
+def test_pooling_is_glossed_once_where_the_resumen_is_introduced():
+    """"resumen" stands for the pooled vector; the English word is given once, at the first
+    "resumen" of the assignment that introduces it (02's classifier), and nowhere else."""
+    glossed = [where for where, text in TEXTS.items() if "resumen (en inglés, *pooling*)" in text]
+    assert len(glossed) == 1 and glossed[0].startswith("02-layers"), glossed
+    noun = re.compile(r"(?<![\w-])(?<!se )resumen(?![\w-])")    # not the verb, "se resumen"
+    text = prose(TEXTS[glossed[0]])
+    assert text[noun.search(text).start():].startswith("resumen (en inglés, *pooling*)")
+    earlier = [where for where, text in TEXTS.items() if where.startswith("02-layers")
+               and int(where.split()[-1]) < int(glossed[0].split()[-1])
+               and noun.search(prose(text))]
+    assert not earlier, earlier
 
 
 # A full stop (not one closing a list item's number, "3.") and a lower-case word after it.
