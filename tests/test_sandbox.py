@@ -727,6 +727,33 @@ def test_a_busy_machine_does_not_stop_a_correct_stub(mode, counted_by):
         assert session._sandbox is sandbox and sandbox.alive()     # not stopped and restarted
 
 
+def test_a_process_is_busy_while_any_of_its_threads_is_runnable_or_stopped():
+    """limits.busy: a sleeping process is idle; one whose threads sleep but one that computes is
+    busy; a stopped one is busy (someone else stopped it); one that ended gives no answer."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    threads = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import threading, time
+        for _ in range(4):
+            threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+        while True:
+            pass
+    """)])
+    try:
+        time.sleep(1.0)
+        assert measure.busy([sleeper.pid]) is False
+        assert measure.busy([threads.pid]) is True
+        assert measure.busy([sleeper.pid, threads.pid]) is True
+        assert len(os.listdir(f"/proc/{threads.pid}/task")) == 5
+        os.kill(sleeper.pid, signal.SIGSTOP)
+        time.sleep(0.2)
+        assert measure.busy([sleeper.pid]) is True
+    finally:
+        for child in (sleeper, threads):
+            child.kill()
+            child.wait()
+    assert measure.busy([sleeper.pid]) is None
+
+
 def test_a_cgroup_counts_cpu_seconds_where_it_can(tmp_path):
     """cgroup v2's cpu.stat (there whatever the controllers) and v1's cpuacct.usage, as seconds;
     None where the cgroup keeps no count (then the sandbox reads /proc)."""
