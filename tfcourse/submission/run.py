@@ -106,7 +106,9 @@ class NotebookRun:
                                       course.limit("cell_seconds"), 0.0,
                                       prestarted=self.prestarted, cpu_budget=seconds,
                                       wait_factor=course.limit("wait_factor"),
-                                      wait_floor=course.limit("wait_floor_seconds"))
+                                      wait_floor=course.limit("wait_floor_seconds"),
+                                      idle_seconds=course.limit("idle_seconds"),
+                                      idle_total=course.limit("idle_total_seconds"))
         self.session.deadline = time.monotonic() + self.session.backstop(seconds)
         self.prestarted = None
         self._context = Context(self.session, reference(course, assignment.id), course,
