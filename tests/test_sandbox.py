@@ -621,30 +621,49 @@ def test_the_cgroup_stays_until_the_grader_has_read_why_the_process_ended():
 
 # -- time: the student's CPU seconds, and a backstop on waiting ------------------------------------
 TIMED = code("""
-    import time
+    import os, sys, threading, time
     def spin():
         while True:
             pass
     def nap():
         time.sleep(10 ** 6)
+    def nap30():
+        time.sleep(30)
     def quick():
         return sum(range(1000))
+    def work(seconds):
+        # what torch leaves beside a busy thread: helper threads parked, waiting for work
+        for _ in range(4):
+            threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+        end = time.process_time() + seconds
+        while time.process_time() < end:
+            pass
+        return threading.active_count()
+    def ask():
+        sys.stdin = os.fdopen(os.pipe()[0])      # a terminal no one types into
+        return input()
+    def locked():
+        lock = threading.Lock()
+        lock.acquire()
+        lock.acquire()
 """)
 
 
 @contextlib.contextmanager
-def timed_session(mode: dict, wait_factor: float, wait_floor: float):
-    """A started session on TIMED, in `mode`, with that backstop on waiting."""
+def timed_session(mode: dict, wait_factor: float, wait_floor: float, cells=(), **idle):
+    """A started session on TIMED (and `cells`), in `mode`, with that backstop on waiting and
+    the `idle` limits given (idle_seconds, idle_total)."""
     config = {**SMALL, **mode}
     forked = bool(config.pop("forked", False))
     sandbox_config = SandboxConfig(**config)
     with zygote_for_sandbox(sandbox_config, forked) as host:
-        session = StudentSession([Cell("1", TIMED)], handed(sandbox_config, host), [], 20,
-                                 time.monotonic() + 600, wait_factor=wait_factor,
-                                 wait_floor=wait_floor)
+        session = StudentSession([Cell("1", TIMED), *cells], handed(sandbox_config, host), [],
+                                 20, time.monotonic() + 600, wait_factor=wait_factor,
+                                 wait_floor=wait_floor, **idle)
         try:
             session.start()
-            assert [o.ok for o in session.outcomes] == [True], session.outcomes
+            if not cells:
+                assert [o.ok for o in session.outcomes] == [True], session.outcomes
             yield session
         finally:
             session.close()
@@ -700,8 +719,9 @@ def test_code_that_sleeps_is_stopped_by_the_backstop_on_waiting(mode):
 def test_a_busy_machine_does_not_stop_a_correct_stub(mode, counted_by):
     """Load takes the clock's time but none of the student's CPU: the student's processes are
     stopped (SIGSTOP) as the request is sent and go on (SIGCONT) three seconds later, three times
-    the request's CPU seconds; the answer still counts. A clock limit of 1 s failed it."""
-    with timed_session(mode, wait_factor=4, wait_floor=120) as session:
+    the request's CPU seconds; the answer still counts. A clock limit of 1 s failed it. Nor does
+    its idle limit (1 s): a stopped process is not idle, someone else stopped it."""
+    with timed_session(mode, wait_factor=4, wait_floor=120, idle_seconds=1) as session:
         sandbox, send = session._sandbox, session._send
         stopped = []
 
@@ -725,6 +745,145 @@ def test_a_busy_machine_does_not_stop_a_correct_stub(mode, counted_by):
                     os.kill(pid, signal.SIGCONT)
         assert stopped and time.monotonic() - started >= 3.0
         assert session._sandbox is sandbox and sandbox.alive()     # not stopped and restarted
+
+
+IDLE_WORDS = ("waited {seconds:.0f} s doing nothing (sleeping, or waiting on input() or a lock): "
+              "the grader allows {limit:.0f} s of waiting")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES)
+def test_code_that_sleeps_is_stopped_by_its_idle_seconds(mode, counted_by):
+    """A 30 s sleep spends neither CPU nor a CPU's waiting: none of its threads is runnable, so
+    after the request's idle seconds (2) it is stopped, in those words, long before its backstop
+    on waiting (an hour here); a fresh process answers the next request."""
+    from tfcourse.submission.framework import verdict
+
+    with timed_session(mode, wait_factor=1, wait_floor=3600, idle_seconds=2) as session:
+        started = time.monotonic()
+        with pytest.raises(TimedOut) as raised:
+            call(session, "nap30", 20.0)
+        waited = time.monotonic() - started
+        assert 2.0 <= waited < 6.0, waited
+        assert raised.value.waiting and raised.value.idle == 2 and not raised.value.total
+        assert 2.0 < raised.value.seconds < 3.0
+        assert str(raised.value).startswith("waited 2 s doing nothing")
+        assert verdict(raised.value)[:2] == (IDLE_WORDS, {"seconds": raised.value.seconds,
+                                                          "limit": 2})
+        assert 2.0 < session.idle_used < 3.0 and session.cpu_used < 1.0
+        assert call(session, "quick", 1.0) == 499500
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stub", ["ask", "locked"])
+@pytest.mark.parametrize("mode", MODES)
+def test_code_that_waits_on_input_or_a_lock_is_stopped_by_its_idle_seconds(mode, stub):
+    """input() on a terminal no one types into, a lock that is never released: both wait on
+    nothing, and are stopped at the idle limit."""
+    with timed_session(mode, wait_factor=1, wait_floor=3600, idle_seconds=1) as session:
+        started = time.monotonic()
+        with pytest.raises(TimedOut) as raised:
+            call(session, stub, 20.0)
+        assert time.monotonic() - started < 5.0
+        assert raised.value.idle == 1
+
+
+@pytest.mark.slow
+def test_the_notebook_s_idle_seconds_are_its_requests_together():
+    """Each request may wait on nothing for idle_seconds, all of them together for idle_total:
+    the second sleep is stopped when the notebook's are spent, and says so. A cell that sleeps is
+    left out with the same words."""
+    from tfcourse.submission.framework import verdict
+    from tfcourse.submission.run import cell_notes
+
+    sleeper = Cell("2", "import time\ntime.sleep(30)\n")
+    with timed_session(PROCESS, wait_factor=1, wait_floor=3600, cells=[sleeper],
+                       idle_seconds=1.5, idle_total=2.5) as session:
+        assert [o.ok for o in session.outcomes] == [True, False]
+        assert session.outcomes[1].idle["limit"] == 1.5 and not session.outcomes[1].idle["total"]
+        json.dumps(dataclasses.asdict(session.outcomes[1]))      # as the report keeps it
+        assert cell_notes(session)[0].template == (
+            "cell {label} " + IDLE_WORDS + "; it was left out and the rest was graded")
+        spent = session.idle_used
+        assert 1.5 < spent < 2.5
+        started = time.monotonic()
+        with pytest.raises(TimedOut) as raised:
+            call(session, "nap30", 20.0)
+        assert time.monotonic() - started < 2.5 - spent + 2.0
+        assert raised.value.total and raised.value.idle == 2.5
+        assert 2.5 < raised.value.seconds < 3.5
+        assert verdict(raised.value)[0] == (
+            "waited {seconds:.0f} s in all doing nothing (sleeping, or waiting on input() or a "
+            "lock): the grader allows {limit:.0f} s of waiting per notebook")
+        assert call(session, "quick", 1.0) == 499500       # a request that waits on nothing
+
+
+def test_the_class_report_counts_a_stop_for_waiting_on_nothing_as_a_limit():
+    """The class report lists the submissions that hit a limit by their messages' kinds: a
+    request stopped for waiting on nothing is one."""
+    from tfcourse.insights.classreport import LIMIT_KINDS
+    from tfcourse.sandbox.session import IDLE_MESSAGE, IDLE_TOTAL_MESSAGE
+
+    assert IDLE_MESSAGE == IDLE_WORDS
+    assert IDLE_MESSAGE.startswith(LIMIT_KINDS) and IDLE_TOTAL_MESSAGE.startswith(LIMIT_KINDS)
+
+
+def _hogs(count: int, cpu: int) -> list[subprocess.Popen]:
+    """`count` busy loops outside the sandbox, all on CPU `cpu`: a machine busy for that CPU."""
+    return [subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})"
+                              "\nwhile True: pass"]) for _ in range(count)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES)
+def test_a_loaded_machine_does_not_make_a_busy_stub_idle(mode, counted_by):
+    """A stub that computes (beside four parked helper threads, as torch keeps them) on a CPU it
+    shares with four busy loops outside the sandbox gets a fifth of it: most of the time it waits
+    in the run queue, spending nothing. Runnable ('R') is not idle, so its 0.5 s idle limit does
+    not stop it, though its 1.5 CPU seconds take some 7 s of the clock."""
+    with timed_session(mode, wait_factor=4, wait_floor=120, idle_seconds=0.5) as session:
+        for pid in session._sandbox._members():
+            for thread in os.listdir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(int(thread), {0})
+        hogs = _hogs(4, 0)
+        try:
+            started = time.monotonic()
+            assert session.request("call", 10.0, fn="work", args=[1.5], kwargs={}) == 5
+            took = time.monotonic() - started
+        finally:
+            for hog in hogs:
+                hog.kill()
+                hog.wait()
+        assert took > 3.0, took                  # it did wait for its CPU
+        assert session.idle_used < 0.5
+
+
+def test_a_process_is_busy_while_any_of_its_threads_is_runnable_or_stopped():
+    """limits.busy: a sleeping process is idle; one whose threads sleep but one that computes is
+    busy; a stopped one is busy (someone else stopped it); one that ended gives no answer."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    threads = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import threading, time
+        for _ in range(4):
+            threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+        while True:
+            pass
+    """)])
+    try:
+        time.sleep(1.0)
+        assert measure.busy([sleeper.pid]) is False
+        assert measure.busy([threads.pid]) is True
+        assert measure.busy([sleeper.pid, threads.pid]) is True
+        assert len(os.listdir(f"/proc/{threads.pid}/task")) == 5
+        os.kill(sleeper.pid, signal.SIGSTOP)
+        time.sleep(0.2)
+        assert measure.busy([sleeper.pid]) is True
+    finally:
+        for child in (sleeper, threads):
+            child.kill()
+            child.wait()
+    assert measure.busy([sleeper.pid]) is None
 
 
 def test_a_cgroup_counts_cpu_seconds_where_it_can(tmp_path):

@@ -67,6 +67,13 @@ class Limits:
                                                   "(plus wait_floor_seconds) while using little "
                                                   "CPU: code that sleeps or blocks")
     wait_floor_seconds: float = setting(60.0, low=0, help="seconds added to that wait")
+    idle_seconds: float = setting(10.0, above=0, help="seconds one request (a cell, a check's "
+                                                      "call) may wait doing nothing: none of the "
+                                                      "student's threads runnable (a sleep, "
+                                                      "input(), a lock); waiting for a CPU on a "
+                                                      "busy machine does not count")
+    idle_total_seconds: float = setting(60.0, above=0, help="seconds all of a notebook's "
+                                                            "requests together may wait so")
 
 
 IsolationMode = Literal["auto", "bwrap", "process"]

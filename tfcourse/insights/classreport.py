@@ -34,7 +34,7 @@ from tfcourse.i18n import render, translate
 
 # The kinds of message that mean a submission hit a limit of the sandbox (submission/framework.py).
 # "took longer than": results graded before time limits were CPU time.
-LIMIT_KINDS = ("used more than", "did not finish within", "took longer than",
+LIMIT_KINDS = ("used more than", "did not finish within", "took longer than", "waited ",
                "used more memory than allowed", "went over a limit of the sandbox",
                "your code ended the grading process")
 # The kind of a check whose stub still raises NotImplementedError (submission/framework.py).

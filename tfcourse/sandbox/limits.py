@@ -12,6 +12,10 @@ bubblewrap; in a plain process, the watchdog adds up the work folder and what th
 left in the machine's shared temporary folders. The address-space backstop comes from what this
 interpreter maps to import torch, measured once.
 
+The session (session.py) also asks whether the student's processes are doing anything at all
+(`busy`: is any of their threads runnable?), to tell a process that waits on nothing (a sleep,
+input(), a lock) from one that waits for a CPU on a busy machine, which spends no CPU either.
+
 This module makes and reads cgroups and reads /proc; the sandbox (launch.py) decides what to do
 about what it finds.
 """
@@ -405,6 +409,38 @@ def cpu_seconds(pids, reapers=()) -> float:
             continue                    # ended meanwhile: its parent counts it once it is reaped
         ticks += sum(times) if own else sum(times[2:])
     return ticks / TICKS
+
+
+# What a task's state (the third field of /proc/PID/task/TID/stat) says of it: these are doing
+# something, or would be: R running or runnable (waiting for a CPU: the machine's load), D in an
+# uninterruptible wait, usually for I/O (the machine's doing too), T and t stopped by a signal or
+# a debugger (a grader, an administrator or a test may stop it: not the student's doing, we cannot
+# tell who sent the signal), W paging (kernels before 2.6). The rest wait on nothing the machine
+# owes them: S sleeping (time.sleep, input(), a lock, a pipe), Z and X ended.
+BUSY_STATES = frozenset(b"RDTtW")
+
+
+def busy(pids) -> bool | None:
+    """Whether any thread of the processes `pids` is doing something (BUSY_STATES): one
+    runnable thread makes its process busy, however many others sleep (torch's idle helper
+    threads, say). None where no thread of them could be read (they all ended meanwhile)."""
+    seen = False
+    for pid in pids:
+        try:
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue                            # ended meanwhile
+        for thread in threads:
+            try:
+                with open(f"/proc/{pid}/task/{thread}/stat", "rb") as handle:
+                    stat = handle.read()
+                state = stat[stat.rindex(b")") + 2]
+            except (OSError, ValueError, IndexError):
+                continue
+            if state in BUSY_STATES:
+                return True
+            seen = True
+    return False if seen else None
 
 
 def tasks(pids) -> int:

@@ -9,8 +9,15 @@ A request's time limit is CPU time: the CPU seconds the student's processes spen
 (Sandbox.cpu_seconds: their cgroup's count, else their own in /proc), read every POLL_SECONDS
 while the reply is awaited, so that a busy machine, which slows the student's code without its
 spending more, never stops it. Code that spends no CPU (a sleep, a lock, input()) is stopped by
-a backstop on waiting, `wait_factor` times the limit plus `wait_floor` seconds
-(course.yaml `limits`), so generous that load alone does not reach it. The notebook's own time,
+its idle seconds: at each of those reads the session also looks at the state of every thread of
+the student's processes (limits.busy), and a stretch between two looks at which none of them was
+runnable, less the CPU they spent in it, is time spent waiting on nothing. A process that waits
+for a CPU on a busy machine is runnable ('R'), so load never counts as idle; one that sleeps,
+reads input() or waits on a lock is not. `idle_seconds` is the most a request may wait so,
+`idle_total` the most all of a notebook's requests together may (course.yaml `limits`). Behind
+both stays a backstop on waiting, `wait_factor` times the CPU limit plus `wait_floor` seconds,
+so generous that load alone does not reach it: it ends what the idle count leaves alone, a
+process stopped by a signal or stuck in an uninterruptible wait. The notebook's own time,
 `cpu_budget`, is CPU seconds too, its requests' together; `deadline` is its backstop.
 """
 from __future__ import annotations
@@ -23,11 +30,13 @@ import time
 from dataclasses import dataclass, field
 
 from . import channel
+from . import limits as measure
 from .cell import Cell  # noqa: F401 (the session runs Cells; callers import it from here)
 from .forked import open_sandbox
 from .launch import Sandbox, SandboxConfig
 
-POLL_SECONDS = 0.2          # how often the CPU the student's processes spent is read
+POLL_SECONDS = 0.2          # how often the CPU the student's processes spent is read, and
+                            # whether any of their threads is runnable
 START_SECONDS = 60          # for a new process to come up (import torch), CPU seconds
 
 
@@ -40,6 +49,8 @@ class CellOutcome:
     ended_process: str | None = None    # how the process ended while this cell ran, if it did
     timed_out: bool = False
     waited: bool = False                # timed out by the backstop on waiting, not by its CPU
+    idle: dict | None = None            # or by its waiting on nothing: the seconds it waited,
+                                        # the limit, whether the notebook's ("total")
 
 
 class StudentError(Exception):
@@ -98,14 +109,40 @@ class NotStarted(ProcessEnded):
     once more, then fails the grading rather than score it."""
 
 
+# What a request stopped for waiting on nothing says (framework.py and run.py word it for the
+# student, in these words): the request's own limit, or the notebook's.
+IDLE_MESSAGE = ("waited {seconds:.0f} s doing nothing (sleeping, or waiting on input() or a "
+                "lock): the grader allows {limit:.0f} s of waiting")
+IDLE_TOTAL_MESSAGE = ("waited {seconds:.0f} s in all doing nothing (sleeping, or waiting on "
+                      "input() or a lock): the grader allows {limit:.0f} s of waiting per "
+                      "notebook")
+
+
 class TimedOut(Exception):
     """A request was stopped: its student's processes spent more than `seconds` of CPU time on
-    it, or (`waiting`, the backstop) it waited `seconds` while they spent less than that."""
+    it, or (`waiting`, the backstop) it waited `seconds` while they spent less than that, or
+    (`idle`, a limit of `idle` seconds; `waiting` too) they waited `seconds` on nothing: with
+    `total`, the notebook's requests together did."""
 
-    def __init__(self, seconds: float, waiting: bool = False):
-        super().__init__(f"no answer within {seconds:.0f} s of waiting" if waiting else
-                         f"used more than {seconds:.0f} CPU seconds")
-        self.seconds, self.waiting = seconds, waiting
+    def __init__(self, seconds: float, waiting: bool = False, idle: float | None = None,
+                 total: bool = False):
+        if idle is not None:
+            text = (IDLE_TOTAL_MESSAGE if total else IDLE_MESSAGE).format(seconds=seconds,
+                                                                          limit=idle)
+        else:
+            text = (f"no answer within {seconds:.0f} s of waiting" if waiting else
+                    f"used more than {seconds:.0f} CPU seconds")
+        super().__init__(text)
+        self.seconds, self.waiting = seconds, waiting or idle is not None
+        self.idle, self.total = idle, total
+
+    @property
+    def template(self) -> tuple[str, dict] | None:
+        """The idle stop's message, as a template and its values; None for the others."""
+        if self.idle is None:
+            return None
+        return (IDLE_TOTAL_MESSAGE if self.total else IDLE_MESSAGE,
+                {"seconds": self.seconds, "limit": self.idle})
 
 
 class OutOfTime(Exception):
@@ -113,31 +150,70 @@ class OutOfTime(Exception):
 
 
 class _Spent(Exception):
-    """A request's CPU time, or its backstop on waiting, ran out (TimedOut's words)."""
+    """A request's CPU time, its idle seconds or its backstop on waiting ran out (TimedOut's
+    words)."""
 
     def __init__(self, seconds: float, waiting: bool):
         super().__init__(seconds, waiting)
         self.seconds, self.waiting = seconds, waiting
 
 
-class _Clock:
-    """The limits of one request: `seconds` of the student's CPU time from now, and `wall`
-    seconds of waiting."""
+class _Idle(_Spent):
+    """A request's idle seconds ran out: it waited `seconds` on nothing."""
 
-    def __init__(self, sandbox: Sandbox, seconds: float, wall: float):
-        self.sandbox, self.seconds, self.wall = sandbox, seconds, wall
+    def __init__(self, seconds: float):
+        super().__init__(seconds, waiting=True)
+
+
+def _student_pids(sandbox: Sandbox) -> list[int]:
+    """The student's processes: its cgroup's members where it has one (all of them are there,
+    and reading one file is cheaper than the process table), else as the sandbox finds them."""
+    found = sandbox.cgroup.members() if sandbox.cgroup is not None else set()
+    return sorted(found) if found else sandbox._members()
+
+
+class _Clock:
+    """The limits of one request: `seconds` of the student's CPU time from now, `idle` seconds
+    spent waiting on nothing, and `wall` seconds of waiting."""
+
+    def __init__(self, sandbox: Sandbox, seconds: float, wall: float, idle: float = math.inf):
+        self.sandbox, self.seconds, self.wall, self.idle_limit = sandbox, seconds, wall, idle
         self.deadline = time.monotonic() + wall
         self.start = sandbox.cpu_seconds()
+        self.idle = 0.0                  # seconds the student's processes waited on nothing
+        self._look: tuple[float, float, bool] | None = None   # the last: clock, CPU, idle?
 
     def used(self) -> float:
         return max(self.sandbox.cpu_seconds() - self.start, 0.0)
 
     def check(self) -> None:
-        """_Spent when either limit is reached."""
-        if self.used() > self.seconds:
+        """_Spent when a limit is reached: the CPU seconds first, then the idle ones, then the
+        backstop."""
+        cpu = self.sandbox.cpu_seconds()
+        if cpu - self.start > self.seconds:
             raise _Spent(self.seconds, waiting=False)
+        if self.idle_limit < math.inf:
+            self._count_idle(cpu)
+            if self.idle > self.idle_limit:
+                raise _Idle(self.idle)
         if time.monotonic() >= self.deadline:
             raise _Spent(self.wall, waiting=True)
+
+    def _count_idle(self, cpu: float) -> None:
+        """Look at the student's threads: the time since the last look is idle when neither
+        look found one of them doing anything, less the CPU they spent meanwhile (what ran
+        between the looks). A stretch seen idle at one end only counts nothing: a process that
+        comes and goes between a short wait and its work is not counted against."""
+        now = time.monotonic()
+        idle = measure.busy(_student_pids(self.sandbox)) is False
+        if self._look is not None and self._look[2] and idle:
+            self.idle += max(now - self._look[0] - (cpu - self._look[1]), 0.0)
+        self._look = (now, cpu, idle)
+
+    def pause(self) -> None:
+        """The grader itself works now (it answers a stand-in's call): the student's process
+        waits for it, which is not its idling. The next look starts afresh."""
+        self._look = None
 
     def left(self) -> float:
         return max(self.deadline - time.monotonic(), 0.001)
@@ -163,6 +239,9 @@ class StudentSession:
     wait_factor: float = 4.0             # the backstop on waiting: this times a request's CPU
     wait_floor: float = 60.0             # seconds, plus these
     cpu_used: float = 0.0                # CPU seconds the requests spent so far (not the starts)
+    idle_seconds: float = math.inf       # seconds one request may wait on nothing
+    idle_total: float = math.inf         # seconds all requests together may (not the starts)
+    idle_used: float = 0.0               # seconds the requests waited on nothing so far
 
     def __post_init__(self):
         self._sandbox: Sandbox | None = None
@@ -221,6 +300,9 @@ class StudentSession:
             except TimedOut as error:
                 outcome.ok, outcome.timed_out, outcome.waited = False, True, error.waiting
                 outcome.ended_process = str(error)
+                if error.idle is not None:
+                    outcome.idle = {"seconds": error.seconds, "limit": error.idle,
+                                    "total": error.total}
             except ProcessEnded as error:
                 outcome.ok, outcome.ended_process = False, error.description
             outcome.seconds = time.monotonic() - started
@@ -230,6 +312,7 @@ class StudentSession:
             elif outcome.ended_process and not known.ended_process:
                 known.ok, known.ended_process = False, outcome.ended_process
                 known.timed_out, known.waited = outcome.timed_out, outcome.waited
+                known.idle = outcome.idle
             if outcome.ended_process:
                 return cell.label
         return None
@@ -261,16 +344,27 @@ class StudentSession:
         return seconds * self.wait_factor + self.wait_floor
 
     def _request(self, op: str, timeout: float, **args):
-        """Send `op` and wait for its reply, for `timeout` CPU seconds of the student's processes
-        (the backstop on waiting, at most until `deadline`); its value. What they spent counts
-        against `cpu_budget`, but for a new process's start (the harness importing torch)."""
+        """Send `op` and wait for its reply, for `timeout` CPU seconds of the student's processes,
+        `idle_seconds` of their waiting on nothing (or what is left of `idle_total`, if less) and
+        the backstop on waiting (at most until `deadline`); its value. What they spent counts
+        against `cpu_budget` and `idle_total`, but for a new process's start (the harness
+        importing torch: the grader's, not the student's, and no student code waits in it)."""
+        start = op == "init"
+        idle_left = max(self.idle_total - self.idle_used, 0.0)
         clock = _Clock(self._sandbox, timeout, min(self.backstop(timeout),
-                                                   max(self.deadline - time.monotonic(), 0.001)))
+                                                   max(self.deadline - time.monotonic(), 0.001)),
+                       idle=math.inf if start else min(self.idle_seconds, idle_left))
         try:
             return self._exchange(op, clock, **args)
+        except TimedOut as error:
+            if error.idle is not None and idle_left < self.idle_seconds:   # the notebook's
+                raise TimedOut(self.idle_used + error.seconds, idle=self.idle_total,
+                               total=True) from None
+            raise
         finally:
-            if op != "init":
+            if not start:
                 self.cpu_used += clock.used()
+                self.idle_used += clock.idle
 
     def _exchange(self, op: str, clock: _Clock, **args):
         self._next_id += 1
@@ -283,6 +377,9 @@ class StudentSession:
                 if "callback" not in reply:
                     break
                 self._answer_callback(reply["callback"], clock.deadline)
+        except _Idle as spent:
+            self._sandbox.kill()
+            raise TimedOut(spent.seconds, idle=clock.idle_limit) from None
         except _Spent as spent:
             self._sandbox.kill()
             raise TimedOut(spent.seconds, spent.waiting) from None
@@ -357,8 +454,10 @@ class StudentSession:
     def _await_reply(self, clock: _Clock) -> float:
         """Wait until a reply starts to arrive (woken as it does), reading every POLL_SECONDS the
         CPU time the student's processes spent; the seconds of waiting left. _Spent when the
-        request's CPU time or its waiting runs out. Gives up early when the student's process
-        has died: what it started may hold the pipe open, so no end of file would come."""
+        request's CPU time, its idle seconds or its waiting runs out. Gives up early when the
+        student's process has died: what it started may hold the pipe open, so no end of file
+        would come."""
+        clock.pause()                        # what came before was the grader's own work
         while not select.select([self._fd_out], [], [], POLL_SECONDS)[0]:
             if not self._sandbox.alive():
                 raise channel.ChannelError("the student's process ended")

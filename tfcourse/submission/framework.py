@@ -687,7 +687,9 @@ def _verdict(error: BaseException) -> tuple[str, dict, bool]:
         return error.template, error.params, False
     if isinstance(error, StudentError):
         return (*describe_student_error(error), False)
-    if isinstance(error, TimedOut):      # CPU time, or the backstop on waiting (session.py)
+    if isinstance(error, TimedOut):      # CPU time, waiting on nothing, the backstop (session.py)
+        if error.template is not None:
+            return (*error.template, False)
         if error.waiting:
             return ("did not finish within {seconds:.0f} s of waiting while using little CPU (it "
                     "may be waiting on something: input(), a sleep, a lock)",

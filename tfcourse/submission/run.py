@@ -106,7 +106,9 @@ class NotebookRun:
                                       course.limit("cell_seconds"), 0.0,
                                       prestarted=self.prestarted, cpu_budget=seconds,
                                       wait_factor=course.limit("wait_factor"),
-                                      wait_floor=course.limit("wait_floor_seconds"))
+                                      wait_floor=course.limit("wait_floor_seconds"),
+                                      idle_seconds=course.limit("idle_seconds"),
+                                      idle_total=course.limit("idle_total_seconds"))
         self.session.deadline = time.monotonic() + self.session.backstop(seconds)
         self.prestarted = None
         self._context = Context(self.session, reference(course, assignment.id), course,
@@ -234,7 +236,17 @@ def cell_notes(session: StudentSession) -> list[Note]:
     """What went wrong while the student's cells ran, and what the grader did about it."""
     notes = []
     for outcome in session.outcomes:
-        if outcome.timed_out and outcome.waited:
+        if outcome.idle is not None:         # it waited on nothing (session.IDLE_MESSAGE)
+            notes.append(Note("cell {label} waited {seconds:.0f} s in all doing nothing "
+                              "(sleeping, or waiting on input() or a lock): the grader allows "
+                              "{limit:.0f} s of waiting per notebook; it was left out and the "
+                              "rest was graded" if outcome.idle["total"] else
+                              "cell {label} waited {seconds:.0f} s doing nothing (sleeping, or "
+                              "waiting on input() or a lock): the grader allows {limit:.0f} s "
+                              "of waiting; it was left out and the rest was graded",
+                              {"label": outcome.label, "seconds": outcome.idle["seconds"],
+                               "limit": outcome.idle["limit"]}, "error"))
+        elif outcome.timed_out and outcome.waited:
             notes.append(Note("cell {label} did not finish within {seconds:.0f} s of waiting "
                               "while using little CPU (it may be waiting on something: input(), "
                               "a sleep, a lock); it was left out and the rest was graded",
