@@ -43,8 +43,11 @@ def test_the_wheel_holds_no_grader_and_needs_no_instructor_tool(tmp_path):
                    + ".dist-info"}
     assert not [name for name in names if "autograder/" in name or "source/" in name
                 or "solutions/" in name or "standins" in name or "test_" in name]
-    # the student library, the engine's data files and messages ship
-    for needed in ("tfcourse/student/checks.py", "tfcourse/sandbox/keeper.py",
+    # the student library (the course's own checks ship with each release, from visible/), the
+    # engine's data files and messages
+    assert not [name for name in names if name.startswith("visible/")
+                or name.endswith(("/layer_checks.py", "/sorting_checks.py"))]
+    for needed in ("tfcourse/student/checking.py", "tfcourse/sandbox/keeper.py",
                    "tfcourse/submission/plugin.py", "tfcourse/batch/runner.py",
                    "tfcourse/locale/es.yaml",
                    "tfcourse/insights/templates/report.html"):
