@@ -21,8 +21,52 @@ SDPA = "scaled_dot_product_attention"
 
 def _sdpa(ctx, q, k, v, mask=None):
     args = (q, k, v) if mask is None else (q, k, v, mask)
-    out, weights = pair(ctx.call(SDPA, *args), SDPA)
+    try:
+        reply = ctx.call(SDPA, *args)
+    except StudentError as error:
+        cause = _sdpa_crash_cause(ctx, q, v)
+        if cause:
+            raise Fail("scaled_dot_product_attention raised {kind} on q {q}, k {k}: {cause}",
+                       kind=error.type, q=list(q.shape), k=list(k.shape), cause=cause) from None
+        raise
+    out, weights = pair(reply, SDPA)
     return expect_kind(out, "floating", "the output"), expect_kind(weights, "floating", "the weights")
+
+
+# Scores that only run when queries, keys and their width are of one size: the function is tried
+# on such square inputs, and named only when it gives there what the wrong scores give.
+SQUARE_SCORES = [
+    (lambda q, k: q @ k,
+     "the scores are q @ k, without transposing k (on inputs where Tq = Tk = d_k, where that "
+     "runs, your function gives exactly the attention of those scores): the scores are "
+     "q @ k.transpose(-2, -1), [..., Tq, Tk]"),
+    (lambda q, k: k @ q.transpose(-2, -1),
+     "the scores are k @ q.transpose(-2, -1), keys against queries, [..., Tk, Tq] (on inputs "
+     "where Tq = Tk = d_k, where that runs, your function gives exactly the attention of those "
+     "scores): the scores are q @ k.transpose(-2, -1), one row per query, [..., Tq, Tk]"),
+]
+
+
+def _sdpa_crash_cause(ctx, q, v) -> str:
+    """Why the student's function raised on q and k of different lengths, when one of
+    SQUARE_SCORES says it: the words of the one whose attention the function gives on square
+    inputs (Tq = Tk = d_k); "" when it raises there too, or matches none."""
+    size, lead = q.shape[-1], tuple(q.shape[:-2])
+    generator = torch.Generator().manual_seed(1729)
+    square = [torch.randn(*lead, size, size, generator=generator) for _ in range(2)]
+    values = torch.randn(*lead, size, v.shape[-1], generator=generator)
+    try:
+        reply = ctx.call(SDPA, square[0], square[1], values)
+    except StudentError:
+        return ""
+    if not isinstance(reply, (tuple, list)) or len(reply) != 2:
+        return ""
+    for scores, words in SQUARE_SCORES:
+        weights = (scores(square[0].double(), square[1].double()) / math.sqrt(size)).softmax(-1)
+        if close(reply[0], weights @ values.double(), ctx.atol, ctx.rtol) and \
+                close(reply[1], weights, ctx.atol, ctx.rtol):
+            return words
+    return ""
 
 
 def _variants(q, k, v, mask=None):
@@ -186,6 +230,18 @@ def _scaled_twice(reference: torch.nn.Module) -> torch.nn.Module:
     return twice
 
 
+def _projections_swapped(reference: torch.nn.Module) -> torch.nn.Module:
+    """The reference with the weights of w_q and w_k exchanged: a MultiHeadAttention that projects
+    the queries with w_k and the keys with w_q."""
+    swapped_module = copy.deepcopy(reference)
+    with torch.no_grad():
+        for name in ("weight", "bias"):
+            query, key = getattr(reference.w_q, name), getattr(reference.w_k, name)
+            getattr(swapped_module.w_q, name).copy_(key)
+            getattr(swapped_module.w_k, name).copy_(query)
+    return swapped_module
+
+
 def _expect_mha(ctx, out, reference, x_q, x_kv, mask, used: bool, what: str, hint: str = ""):
     """`out` must be one of the two expected outputs (see _expected_mha)."""
     candidates = _expected_mha(reference, x_q, x_kv, mask)
@@ -197,6 +253,10 @@ def _expect_mha(ctx, out, reference, x_q, x_kv, mask, used: bool, what: str, hin
         raise Fail("{what}: the scores are scaled twice: scaled_dot_product_attention divides "
                    "them by sqrt(d_k) already, so MultiHeadAttention must not scale q or k as "
                    "well", what=what)
+    if any(close(out, crossed, ctx.atol, ctx.rtol)
+           for crossed in _expected_mha(_projections_swapped(reference), x_q, x_kv, mask)):
+        raise Fail("{what}: w_q and w_k are swapped: the queries are w_q(x_q) and the keys "
+                   "w_k(x_kv), split into heads", what=what)
     if not used:
         raise Fail("{what}: not the expected values (largest difference {gap:.2g}). "
                    "MultiHeadAttention did not call scaled_dot_product_attention by that name, so "
@@ -221,13 +281,49 @@ def _student_mha(ctx, seed=21, strict=True):
     return reference, student
 
 
-def _run_mha(ctx, student, x_q, x_kv, mask=None):
+def _run_mha(ctx, student, x_q, x_kv, mask=None, reference=None):
     """(output, whether the stand-in attention was called: from the student's process, so it
-    only words a message)."""
+    only words a message). When the student's code raises on cross-attention and `reference` is
+    given, the message may name why (see _cross_crash_cause)."""
     args = (x_q, x_kv) if mask is None else (x_q, x_kv, mask)
-    out = student.run(*args, swap_globals={SDPA: "AttentionFunction"})
+    try:
+        out = student.run(*args, swap_globals={SDPA: "AttentionFunction"})
+    except StudentError as error:
+        if reference is not None and x_q.shape[1] != x_kv.shape[1] and \
+                _cross_crash_cause(ctx, student, reference, x_q):
+            raise Fail("cross-attention from x_q {q} to x_kv {kv} raised {kind}: the values come "
+                       "from x_q (with an x_kv as long as x_q, where that runs, your module gives "
+                       "exactly the output of v = w_v(x_q)); the keys and the values both come "
+                       "from x_kv: v = w_v(x_kv)", q=list(x_q.shape), kv=list(x_kv.shape),
+                       kind=error.type) from None
+        raise
     used = bool(ctx.global_calls(SDPA))
     return out, used
+
+
+def _mha_from(module, x_q, x_k, x_v, attention) -> torch.Tensor:
+    """The reference's multi-head attention with its queries, keys and values projected from the
+    tensors given (a wrong wiring, to name it), around `attention`."""
+    def split(x):
+        return x.view(x.shape[0], x.shape[1], module.num_heads, module.d_k).transpose(1, 2)
+
+    with torch.no_grad():
+        out, _ = attention(split(module.w_q(x_q)), split(module.w_k(x_k)), split(module.w_v(x_v)))
+        return module.w_o(out.transpose(1, 2).reshape(x_q.shape[0], x_q.shape[1], -1))
+
+
+def _cross_crash_cause(ctx, student, reference, x_q) -> bool:
+    """Whether the student's module, which raised on an x_kv of another length than x_q, takes its
+    values from x_q: on an x_kv as long as x_q (where that runs) it gives exactly that output,
+    around the stand-in attention or the reference's own."""
+    generator = torch.Generator().manual_seed(1730)
+    x_kv = torch.randn(x_q.shape, generator=generator)
+    try:
+        out = student.run(x_q, x_kv, swap_globals={SDPA: "AttentionFunction"})
+    except StudentError:
+        return False
+    return any(close(out, _mha_from(reference, x_q, x_kv, x_q, attention), ctx.atol, ctx.rtol)
+               for attention in (standins.AttentionFunction(), ctx.ref[SDPA]))
 
 
 def test_mha_structure(ctx):
@@ -270,7 +366,7 @@ def test_mha_cross(ctx):
     ctx.seed(23)
     reference, student = _student_mha(ctx, seed=24)
     x, memory = ctx.randn(2, 5, D), ctx.randn(2, 7, D)
-    out, used = _run_mha(ctx, student, x, memory)
+    out, used = _run_mha(ctx, student, x, memory, reference=reference)
     what = "cross-attention from x [2, 5, 12] to memory [2, 7, 12]"
     expect_shape(out, (2, 5, D), what)
     if any(close(out, wrong, ctx.atol, ctx.rtol) for wrong in _expected_mha(reference, x, x, None)):
@@ -278,12 +374,12 @@ def test_mha_cross(ctx):
     _expect_mha(ctx, out, reference, x, memory, None, used, what)
 
 
-def _run_masked(ctx, student, x_q, x_kv, mask, what: str):
+def _run_masked(ctx, student, x_q, x_kv, mask, what: str, reference=None):
     """_run_mha with a mask; when the student's code raises with the mask and runs without it,
     the message names the masks' shape convention (the Annotated Transformer's MultiHeadedAttention
     adds a head axis with mask.unsqueeze(1): its masks are [B, 1, Tk], the course's are not)."""
     try:
-        return _run_mha(ctx, student, x_q, x_kv, mask)
+        return _run_mha(ctx, student, x_q, x_kv, mask, reference=reference)
     except StudentError as error:
         try:
             _run_mha(ctx, student, x_q, x_kv)
@@ -354,7 +450,8 @@ def test_mha_mask(ctx):
     memory = ctx.randn(2, 7, D)
     pads = torch.zeros(2, 1, 1, 7, dtype=torch.bool)
     pads[:, ..., 5:] = True
-    before, _ = _run_masked(ctx, student, x, memory, pads, "a padding mask [2, 1, 1, 7]")
+    before, _ = _run_masked(ctx, student, x, memory, pads, "a padding mask [2, 1, 1, 7]",
+                            reference=reference)
     noisy = memory.clone()
     noisy[:, 5:] = ctx.randn(2, 2, D) * 3
     after, _ = _run_mha(ctx, student, x, noisy, pads)

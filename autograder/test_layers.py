@@ -30,6 +30,10 @@ def _pe_variants(T, d):
         angle = (position + start) * rate
         out[:, 0::2], out[:, 1::2] = first(angle), second(angle)
         return out
+
+    def halves(rate):
+        angle = position * rate
+        return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)
     even = torch.arange(0, d, 2, dtype=torch.float64)
     paper = 10000 ** (-even / d)
     return [
@@ -40,7 +44,34 @@ def _pe_variants(T, d):
          "the frequencies are off: column pair i turns at 1/10000^(2i/d_model)"),
         (table(10000 ** (-even)), "the frequencies are off: divide the exponent by d_model"),
         (table(1000 ** (-even / d)), "the base of the frequencies should be 10000"),
+        (table(10000 ** (-even / T)), "the exponent is divided by T, the number of positions; "
+                                      "divide it by d_model: 1/10000^(2i/d_model)"),
+        (halves(paper), "sin and cos fill two halves of the table; they are interleaved: sin on "
+                        "the even columns (0::2), cos on the odd ones (1::2), column pair i "
+                        "sharing one frequency"),
     ]
+
+
+def _pe_sign_dropped(got, T, d) -> str:
+    """The words for a table whose exponent has lost its sign (frequencies 10000^(2i/d_model),
+    faster with each pair), when `got` is that table. Its angles grow to about T * 10000, where
+    float32 keeps no digit of a sine: it is compared where the angle is at most 200, which holds
+    positions 1 and on of the first pairs (pair 0 turns at 1 either way)."""
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != (T, d) or d < 4 or T < 2 or \
+            not got.is_floating_point():
+        return ""
+    position = torch.arange(T, dtype=torch.float64)[:, None]
+    angle = position * 10000 ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+    wrong = torch.zeros(T, d, dtype=torch.float64)
+    wrong[:, 0::2], wrong[:, 1::2] = torch.sin(angle), torch.cos(angle)
+    small = torch.zeros(T, d, dtype=torch.bool)
+    small[:, 0::2] = small[:, 1::2] = angle.abs() <= 200
+    if not bool(small[1:, 2:].any()) or not bool(torch.isfinite(got).all()):
+        return ""
+    if close(got.double()[small], wrong[small], 1e-4, 1e-4):
+        return ("the exponent has the wrong sign: column pair i turns at 1/10000^(2i/d_model), "
+                "10000 ** (-2i / d_model), slower with each pair")
+    return ""
 
 
 def test_positions_shape(ctx):
@@ -59,7 +90,7 @@ def test_positions_values(ctx):
                            f"positional_encoding({T}, {d})")
         expected = ctx.ref["positional_encoding"](T, d)
         if not close(got, expected, 1e-4, 1e-4):
-            hint = first_match(got, _pe_variants(T, d), 1e-4, 1e-4)
+            hint = first_match(got, _pe_variants(T, d), 1e-4, 1e-4) or _pe_sign_dropped(got, T, d)
             if hint:
                 raise Fail("positional_encoding({T}, {d}) is not the paper's table: {hint}",
                            T=T, d=d, hint=hint)
@@ -109,10 +140,31 @@ def test_ffn_values(ctx):
     with torch.no_grad():
         expected = reference(x)
         relu_last = reference.linear2(reference.linear1(x)).relu()
+        linear1, linear2 = reference.linear1, reference.linear2
+        variants = [
+            (linear2(linear1(x)), "there is no ReLU: FeedForward is linear2(relu(linear1(x))), "
+                                  "the ReLU between linear1 and linear2"),
+            (linear2(linear1(x.relu())), "the ReLU is applied to the input, before linear1; it "
+                                         "goes between linear1 and linear2: "
+                                         "linear2(relu(linear1(x)))"),
+            (linear2(torch.nn.functional.gelu(linear1(x))),
+             "the activation is GELU; the paper's FeedForward uses ReLU: "
+             "linear2(relu(linear1(x)))"),
+            (linear2(torch.nn.functional.gelu(linear1(x), approximate="tanh")),
+             "the activation is GELU; the paper's FeedForward uses ReLU: "
+             "linear2(relu(linear1(x)))"),
+        ]
     got = student.run(x)
     if close(got, relu_last, ctx.atol, ctx.rtol):
         raise Fail("the ReLU goes between linear1 and linear2, not after linear2")
-    ctx.expect_close(got, expected, "FeedForward on x [2, 5, 12]")
+    if not close(got, expected, ctx.atol, ctx.rtol) and not close(got, student.run(x), ctx.atol,
+                                                                   ctx.rtol):
+        raise Fail("in eval mode FeedForward gave different outputs for the same input: something "
+                   "random runs in eval mode (dropout left on, such as F.dropout without "
+                   "training=self.training); FeedForward is linear2(relu(linear1(x))), with no "
+                   "dropout of its own")
+    ctx.expect_close(got, expected, "FeedForward on x [2, 5, 12]",
+                     hint=first_match(got, variants, ctx.atol, ctx.rtol))
 
 
 # -- encoder and decoder layers ------------------------------------------------------------------
@@ -233,24 +285,39 @@ def _expect_ffn_built(ctx, handle, reference, cls, **sizes) -> None:
                    cls=cls, got=own, expected=expected)
 
 
-def _wired(x, sublayers, norms, pre=False, residual=None, order=None) -> torch.Tensor:
+def _wired(x, sublayers, norms, pre=False, residual=None, order=None, unnormed=None,
+           fed_input=None) -> torch.Tensor:
     """A layer's output when wired as asked: post-norm, norm(h + sublayer(h)), or pre-norm,
     h + sublayer(norm(h)); `residual[i]` False drops sublayer i's residual; `order` picks which
-    norm goes with which sublayer."""
+    norm goes with which sublayer; sublayer `unnormed` has no norm after it; sublayer `fed_input`
+    reads the layer's input x instead of the previous step's output (its residual is still h)."""
     residual = residual or [True] * len(sublayers)
     order = order or range(len(sublayers))
     h = x
     with torch.no_grad():
-        for sublayer, keep, index in zip(sublayers, residual, order):
-            norm = norms[index]
+        for position, (sublayer, keep, index) in enumerate(zip(sublayers, residual, order)):
+            norm = (lambda t: t) if position == unnormed else norms[index]
             base = h if keep else 0
-            h = base + sublayer(norm(h)) if pre else norm(base + sublayer(h))
+            read = x if position == fed_input else h
+            h = base + sublayer(norm(h)) if pre else norm(base + sublayer(read))
     return h
 
 
 NO_RESIDUAL = {"self-attention": "the self-attention sublayer has no residual connection",
                "cross-attention": "the cross-attention sublayer has no residual connection",
                "feed-forward": "the feed-forward sublayer has no residual connection"}
+NO_NORM = {"self-attention": "the self-attention sublayer has no LayerNorm after it: each "
+                             "sublayer is norm(x + dropout(sublayer(x))), norm1 after the first",
+           "cross-attention": "the cross-attention sublayer has no LayerNorm after it: each "
+                              "sublayer is norm(y + dropout(sublayer(y))), norm2 after the second",
+           "feed-forward": "the feed-forward sublayer has no LayerNorm after it: each sublayer is "
+                           "norm(x + dropout(sublayer(x))), the last norm after the feed-forward"}
+FED_INPUT = {"cross-attention": "cross-attention reads the layer's input y, not the output of the "
+                                "self-attention step: each sublayer reads the previous step's "
+                                "output",
+             "feed-forward": "the feed-forward sublayer reads the layer's input, not the output "
+                             "of the step before it: each sublayer reads the previous step's "
+                             "output, h = norm1(x + ...), then norm2(h + dropout(ffn(h)))"}
 NORMS_SWAPPED = {2: "the LayerNorms are in each other's places: norm1 goes after the first "
                     "sublayer, norm2 after the second",
                  3: "the LayerNorms are in each other's places: norm1 goes after the first "
@@ -272,6 +339,10 @@ def _layer_variants(x, sublayers, norms, names) -> list[tuple[torch.Tensor, str]
     for order in itertools.permutations(range(count)):
         if list(order) != list(range(count)):
             variants.append((_wired(x, sublayers, norms, order=order), NORMS_SWAPPED[count]))
+    for index, name in enumerate(names):
+        variants.append((_wired(x, sublayers, norms, unnormed=index), NO_NORM[name]))
+        if index:
+            variants.append((_wired(x, sublayers, norms, fed_input=index), FED_INPUT[name]))
     return variants
 
 
@@ -374,7 +445,9 @@ def test_encoder_mask(ctx):
                    "pass the layer's mask to self_attn as it is (masking the inputs instead "
                    "still lets the masked positions take attention weight)",
                    cause=_mask_cause(calls, mask, (2, 1, 6, 6)))
-    ctx.expect_close(got, expected, "EncoderLayer with a padding mask")
+    ctx.expect_close(got, expected, "EncoderLayer with a padding mask",
+                     hint=first_match(got, _encoder_variants(reference, x, mask), ctx.atol,
+                                      ctx.rtol))
 
 
 def _expect_mixed_by_attention(ctx, student, probes, paths, args) -> None:
@@ -950,6 +1023,9 @@ INVERTED_MASK = ("the padding mask given to the layers is inverted (True on the 
                  "must mean a pad, a key to block, as padding_mask(tokens, pad_id) gives")
 NO_POSITIONS = ("no positional encoding is added: embed as embedding * sqrt(d_model) + "
                 "positional_encoding(T, d_model)")
+POSITIONS_OFF_BY_ONE = ("the positions are off by one: token t gets the positional encoding of "
+                        "position t + 1; the first token's is row 0 of the table, "
+                        "self.positions[:T]")
 PAD_ZERO = ("the pads were taken to be the tokens equal to 0, not those equal to pad_id: use the "
             "pad_id the model was built with")
 BELOW_PAD = ("the tokens with ids below pad_id were left out of the mean: the real tokens are "
@@ -1006,6 +1082,8 @@ def _wrong_models(ctx, reference, tokens) -> list[tuple[torch.Tensor, str]]:
             (out(mean(encode(embedded + positions))),
              "the embeddings are not multiplied by sqrt(d_model)"),
             (out(mean(encode(scaled))), NO_POSITIONS),
+            (out(mean(encode(scaled + reference.positions[1:tokens.shape[1] + 1]))),
+             POSITIONS_OFF_BY_ONE),
         ]
         if pad != 0:
             variants.append((out(mean(encode(x, pad_id=0), pad_id=0)), PAD_ZERO))

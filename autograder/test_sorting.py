@@ -7,6 +7,7 @@ training check uses the student's parts throughout: the course's recipe cell tra
 Transformer with the student's schedule and teacher forcing, and the student's greedy decoding is
 scored on sequences drawn after training from a seed no submission can know.
 """
+import functools
 import math
 import re
 import secrets
@@ -96,6 +97,108 @@ def _probabilities(output: torch.Tensor) -> bool:
         output.sum(-1), torch.ones(output.shape[:-1], dtype=torch.float64), atol=1e-4))
 
 
+# A model that raises on the checks' inputs is tried, with the reference's weights, on inputs where
+# a known mistake runs, and the mistake is named only when the model gives there exactly what the
+# mistake gives (its signature, computed here from the reference).
+POSITIONS_COLUMNS = ("the positions are sliced on the wrong axis: self.positions[:, :T] takes the "
+                     "first T columns (features) of the table, and on tokens [2, 1], where that "
+                     "runs, embed gives exactly embedding * sqrt(d_model) + self.positions[:, :1]; "
+                     "the rows are the positions: self.positions[:T]")
+MASKS_SWAPPED = ("the decoder layers get the masks swapped (with tgt_in as long as the memory, "
+                 "where that runs, the logits are exactly those of layer(y, memory, memory_mask, "
+                 "causal_mask)): the causal mask is the layers' self_mask and memory_mask their "
+                 "memory_mask, layer(y, memory, causal_mask, memory_mask)")
+CAUSAL_FROM_MEMORY = ("the causal mask is built from the memory's length (with tgt_in as long as "
+                      "the memory the logits are right, and with a memory of one position the "
+                      "decoder sees the future): build it from tgt_in's, "
+                      "causal_mask(tgt_in.shape[1])")
+LOGITS_NOT_TRANSPOSED = ("the logits are y @ E without transposing the embedding matrix E "
+                         "[vocab_size, d_model] (on a model with vocab_size = d_model, where that "
+                         "runs, the logits are exactly y @ E): the logits are "
+                         "y @ self.embedding.weight.T, [B, T, vocab_size]")
+
+
+def _decoding_as(reference, tgt_in, memory, self_mask, memory_mask,
+                 transposed=True) -> torch.Tensor:
+    """The reference's decode with the masks given to its layers as they are (a wrong wiring, to
+    name it), and its logits y @ E^T (or y @ E, where that runs)."""
+    with torch.no_grad():
+        y = reference.embed(tgt_in)
+        for layer in reference.decoder:
+            y = layer(y, memory, self_mask, memory_mask)
+        weight = reference.embedding.weight
+        return y @ (weight.T if transposed else weight)
+
+
+def _same_logits(ctx, got, expected) -> bool:
+    """Whether `got` is `expected` up to a constant per row (what the checks accept)."""
+    return isinstance(got, torch.Tensor) and tuple(got.shape) == tuple(expected.shape) and \
+        dtype_kind(got) == "floating" and close(got.double().log_softmax(-1),
+                                                expected.double().log_softmax(-1), ctx.atol,
+                                                ctx.rtol)
+
+
+def _attempt(run):
+    """run()'s reply, or None when the student's code raises there too."""
+    try:
+        return run()
+    except StudentError:
+        return None
+
+
+def _model_crash_cause(ctx) -> str:
+    """Why the student's Transformer raised, when a known mistake's signature says it (see above);
+    "" otherwise. Its own model, with the reference's weights, is built for this."""
+    try:
+        reference, student = _loaded(ctx, seed=120, strict=False)
+    except (StudentError, Fail):
+        return ""
+    generator = torch.Generator().manual_seed(121)
+    tokens = torch.randint(0, 13, (2, 1), generator=generator)
+    with torch.no_grad():
+        columns = reference.embedding(tokens) * math.sqrt(reference.d_model) + \
+            reference.positions[:, :1]
+    if close(_attempt(lambda: student.run(tokens, method="embed")), columns, ctx.atol, ctx.rtol):
+        return POSITIONS_COLUMNS
+    tgt_in = torch.randint(0, 13, (2, 4), generator=generator)
+    memory = torch.randn(2, 4, SMALL["d_model"], generator=generator)
+    causal = torch.ones(4, 4, dtype=torch.bool).triu(1)
+    got = _attempt(lambda: student.run(tgt_in, memory, method="decode"))
+    if got is not None:
+        if _same_logits(ctx, got, _decoding_as(reference, tgt_in, memory, None, causal)):
+            return MASKS_SWAPPED
+        short = memory[:, :1]
+        if _same_logits(ctx, got, _decoding_as(reference, tgt_in, memory, causal, None)) and \
+                _same_logits(ctx, _attempt(lambda: student.run(tgt_in, short, method="decode")),
+                             _decoding_as(reference, tgt_in, short, None, None)):
+            return CAUSAL_FROM_MEMORY
+    try:
+        reference, student = _loaded(ctx, seed=122, strict=False, vocab_size=SMALL["d_model"])
+    except (StudentError, Fail):
+        return ""
+    got = _attempt(lambda: student.run(tgt_in, memory, method="decode"))
+    if _same_logits(ctx, got, _decoding_as(reference, tgt_in, memory, causal, None,
+                                           transposed=False)):
+        return LOGITS_NOT_TRANSPOSED
+    return ""
+
+
+def _crash_named(check):
+    """A check of the model whose message names the mistake when the student's code raises and a
+    known mistake's signature says why (_model_crash_cause)."""
+    @functools.wraps(check)
+    def named(ctx):
+        try:
+            return check(ctx)
+        except StudentError as error:
+            cause = _model_crash_cause(ctx)
+            if cause:
+                raise Fail("your Transformer raised {kind} on the check's inputs: {cause}",
+                           kind=error.type, cause=cause) from None
+            raise
+    return named
+
+
 def test_model_params(ctx):
     handle = ctx.new("Transformer", V)
     contract = [name for name, _ in ctx.reference_module("Transformer", V).named_parameters()]
@@ -139,6 +242,7 @@ def test_model_params(ctx):
                    missing=missing[:6] or "none", unexpected=unexpected[:6] or "none")
 
 
+@_crash_named
 def test_model_tied(ctx):
     handle = ctx.new("Transformer", V)
     contract = [name for name, _ in ctx.reference_module("Transformer", V).named_parameters()]
@@ -201,6 +305,7 @@ def test_model_tied(ctx):
                    "a gradient that does not match the logits")
 
 
+@_crash_named
 def test_model_embed(ctx):
     ctx.seed(83)
     reference, student = _loaded(ctx, seed=84)
@@ -210,8 +315,12 @@ def test_model_embed(ctx):
         expected = reference.embed(tokens)
         table = reference.embedding.weight[tokens]
         positions = expected - table * math.sqrt(12)
+        shifted = table * math.sqrt(12) + reference.positions[1:tokens.shape[1] + 1]
     hints = [(table + positions, "the embeddings are not multiplied by sqrt(d_model)"),
              (table * math.sqrt(12), "the positional encoding is not added"),
+             (shifted, "the positions are off by one: token t gets the positional encoding of "
+                       "position t + 1; the first token's is row 0 of the table, "
+                       "self.positions[:T]"),
              (table, "multiply by sqrt(d_model) and add the positional encoding")]
     hint = first_match(got, hints, ctx.atol, ctx.rtol)
     ctx.expect_close(got, expected, "embed(tokens [2, 9]) in eval mode", hint=hint)
@@ -229,6 +338,16 @@ def test_model_embed(ctx):
                      hint="the positional encoding must cover max_len=64 positions by default")
 
 
+def _encoder_variants(reference, src, src_mask=None) -> list[tuple[torch.Tensor, str]]:
+    """The common wrong encoders, from the reference's layers, each with the words that name it."""
+    with torch.no_grad():
+        embedded = reference.embed(src)
+        last_only = reference.encoder[-1](embedded, src_mask)
+    return [(last_only, "each encoder layer reads the embedding, so only the last one counts: "
+                        "each layer takes the previous layer's output, x = layer(x, src_mask)")]
+
+
+@_crash_named
 def test_model_values(ctx):
     ctx.seed(85)
     reference, student = _loaded(ctx, seed=86)
@@ -236,13 +355,16 @@ def test_model_values(ctx):
     with torch.no_grad():
         memory = reference.encode(src)
         logits = reference.decode(tgt_in, memory)
-    ctx.expect_close(student.run(src, method="encode"), memory, "encode(src [2, 7])")
+    got = student.run(src, method="encode")
+    ctx.expect_close(got, memory, "encode(src [2, 7])",
+                     hint=first_match(got, _encoder_variants(reference, src), ctx.atol, ctx.rtol))
     _expect_logits(ctx, student.run(tgt_in, memory, method="decode"), logits,
                    "decode(tgt_in [2, 5], memory)", hint="logits are the decoder's output times "
                    "the embedding matrix transposed, with no bias and no final LayerNorm")
     _expect_logits(ctx, student.run(src, tgt_in), logits, "forward(src, tgt_in)")
 
 
+@_crash_named
 def test_model_causal(ctx):
     ctx.seed(87)
     reference, student = _loaded(ctx, seed=88, strict=False)
@@ -276,6 +398,7 @@ def test_model_causal(ctx):
                    "the logits for tgt_in [2, 6] (with the reference's weights)", hint=LAYERS_ACT)
 
 
+@_crash_named
 def test_model_padding(ctx):
     ctx.seed(89)
     reference, student = _loaded(ctx, seed=90, strict=False)
@@ -317,8 +440,9 @@ def test_model_padding(ctx):
     with torch.no_grad():
         expected_memory = reference.encode(src, src_mask)
         expected_logits = reference.decode(tgt_in, memory, src_mask)
+    chained = first_match(first, _encoder_variants(reference, src, src_mask), ctx.atol, ctx.rtol)
     ctx.expect_close(first, expected_memory, "encode(src [2, 7], src_mask) (with the reference's "
-                     "weights)", hint=LAYERS_ACT)
+                     "weights)", hint=chained or LAYERS_ACT)
     _expect_logits(ctx, a, expected_logits, "decode(tgt_in [2, 4], memory, memory_mask) (with the "
                    "reference's weights)", hint=LAYERS_ACT)
 
@@ -333,10 +457,20 @@ def _number(value, what):
 def test_schedule_noam(ctx):
     rate = ctx.ref["noam_rate"]
     for d_model, warmup in ((32, 100), (512, 4000)):
-        for step in (1, 10, warmup // 2, warmup - 1, warmup, warmup + 1, 4 * warmup, 25 * warmup):
-            got = _number(ctx.call("noam_rate", step, d_model, warmup), "noam_rate")
+        steps = (1, 10, warmup // 2, warmup - 1, warmup, warmup + 1, 4 * warmup, 25 * warmup)
+        rates = {step: _number(ctx.call("noam_rate", step, d_model, warmup), "noam_rate")
+                 for step in steps}
+        for step, got in rates.items():
             expected = rate(step, d_model, warmup)
             if not math.isclose(got, expected, rel_tol=1e-6):
+                if all(math.isclose(value, rate(at, warmup, d_model), rel_tol=1e-6)
+                       for at, value in rates.items()):
+                    raise Fail("noam_rate({step}, {d}, {w}) is {got:.6g}, expected {expected:.6g}: "
+                               "d_model and warmup are swapped (at every step the rate is that of "
+                               "noam_rate(step, warmup, d_model)); the rate is d_model^-0.5 * "
+                               "min(step^-0.5, step * warmup^-1.5), for noam_rate(step, d_model, "
+                               "warmup)", step=step, d=d_model, w=warmup, got=got,
+                               expected=expected)
                 ratio = got / expected if expected else math.inf
                 phase = ("during warm-up" if step < warmup else "at the peak" if step == warmup
                          else "after warm-up")
@@ -377,9 +511,40 @@ def test_teacher_floor(ctx):
                            "the right token gets 1 - eps + eps / vocab_size (label smoothing "
                            "spreads eps over every token, the right token included)", eps=eps,
                            vocab=vocab, got=got, expected=expected)
+            if expected and math.isclose(got, -expected, rel_tol=1e-5):
+                raise Fail("smoothing_floor({eps}, {vocab}) is {got:.5f}, expected {expected:.5f}: "
+                           "the sign is wrong: the floor is the entropy of the smoothed target, "
+                           "-sum(p log p), which is positive", eps=eps, vocab=vocab, got=got,
+                           expected=expected)
+            spread = _floor_spread_over_others(eps, vocab, got)
+            if spread:
+                raise Fail("smoothing_floor({eps}, {vocab}) is {got:.5f}, expected {expected:.5f}: "
+                           "eps is spread over {others} tokens, the right one left out (the "
+                           "convention of fairseq and of the Annotated Transformer); "
+                           "F.cross_entropy's label_smoothing spreads eps over all vocab_size "
+                           "tokens, the right one included: it gets 1 - eps + eps / vocab_size, "
+                           "each other token eps / vocab_size", eps=eps, vocab=vocab, got=got,
+                           expected=expected, others=spread)
             raise Fail("smoothing_floor({eps}, {vocab}) is {got:.5f}, expected {expected:.5f}: "
                        "the entropy of the smoothed target", eps=eps, vocab=vocab, got=got,
                        expected=expected)
+
+
+def _floor_spread_over_others(eps: float, vocab: int, got: float) -> str:
+    """"vocab_size - 1" or "vocab_size - 2" when `got` is the entropy of a target that gives the
+    right token 1 - eps and spreads eps over that many others (fairseq's label smoothing, and the
+    Annotated Transformer's, which leaves out the padding token too); "" otherwise."""
+    if not 0 < eps < 1:
+        return ""
+    for left_out in (1, 2):
+        if vocab - left_out < 1:
+            continue
+        other = eps / (vocab - left_out)
+        for count in {vocab - 1, vocab - left_out}:
+            entropy = -((1 - eps) * math.log(1 - eps) + count * other * math.log(other))
+            if math.isclose(got, entropy, rel_tol=1e-5):
+                return f"vocab_size - {left_out}"
+    return ""
 
 
 # -- greedy decoding -------------------------------------------------------------------------------
@@ -391,6 +556,14 @@ def _greedy(ctx, variant, src, length=None, seed=7):
     args = (handle.ref(), src, BOS) if length is None else (handle.ref(), src, BOS, length)
     got = ctx.call("greedy_decode", *args)
     expected = ctx.ref["greedy_decode"](standins.probe("seq2seq", **options), src, BOS, length)
+    rows, columns = src.shape
+    if length is None and rows != columns and isinstance(got, torch.Tensor) and \
+            tuple(got.shape) == (rows, rows) and dtype_kind(got) == "integer" and torch.equal(
+                got.long(), ctx.ref["greedy_decode"](standins.probe("seq2seq", **options), src,
+                                                     BOS, rows).long()):
+        raise Fail("greedy_decode on src {shape} wrote {rows} tokens a row, the batch size: by "
+                   "default it writes as many tokens as the source is long, src.shape[1] (src is "
+                   "[B, T])", shape=list(src.shape), rows=rows)
     return counts, got, expected
 
 

@@ -134,6 +134,14 @@ def mha(MultiHeadAttention):
         out = _call("cross-attention", attention, x, memory)
         _shape(out, (2, 5, 12), "cross-attention from x [2, 5, 12] to memory [2, 7, 12]")
         _ok("self- and cross-attention keep the queries' shape [2, 5, 12]")
+        kept = getattr(attention, "attention_weights", None)
+        if not isinstance(kept, torch.Tensor) or tuple(kept.shape) != (2, 3, 5, 7):
+            _fail("after cross-attention from x [2, 5, 12] to memory [2, 7, 12], "
+                  "self.attention_weights should hold every head's weights, shape [2, 3, 5, 7] "
+                  "(B, num_heads, Tq, Tk), not {got}: keep the weights that "
+                  "scaled_dot_product_attention returned, without averaging over the heads",
+                  got=list(kept.shape) if isinstance(kept, torch.Tensor) else type(kept).__name__)
+        _ok("self.attention_weights keeps every head's weights [2, 3, 5, 7]")
     got = _example("mha", MultiHeadAttention)
     called = got.pop("called")
     if called and _differs("mha", got, ["self"]):

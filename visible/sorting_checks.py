@@ -35,6 +35,7 @@ def transformer(Transformer):
                           atol=1e-5):
         _fail("changing target token 7 changed earlier logits: decode needs its causal mask")
     _ok("logits [2, 8, 11], and no position sees the future")
+    _expect_layers_chained(model, src)
     got = _example("transformer", Transformer)
     if _differs("transformer", got, ["logits"]) and "sqrt_d_model" in got and not _differs(
             "transformer", {"logits": got["sqrt_d_model"]}, ["logits"]):
@@ -51,6 +52,37 @@ def transformer(Transformer):
     _values("transformer", got=got,
             hint="embed: embedding times sqrt(d_model) plus the positions; encode with src_mask; "
                  "decode with the causal mask inside; the logits from the embedding's weight")
+
+
+def _expect_layers_chained(model, src):
+    """Each encoder layer reads the previous one's output: with the first layer's output changed
+    (a forward hook), the memory changes. Judged only where the hook ran (a model that calls its
+    layers another way is left to the other checks)."""
+    encoder = getattr(model, "encoder", None)
+    if not isinstance(encoder, torch.nn.ModuleList) or len(encoder) < 2:
+        return
+    ran = []
+
+    def shift(module, inputs, output):
+        if not isinstance(output, torch.Tensor) or not output.is_floating_point():
+            return None
+        ran.append(True)
+        wave = torch.cos(torch.arange(output.numel(), dtype=output.dtype)).reshape(output.shape)
+        return output + 0.5 * wave
+
+    with torch.no_grad():
+        memory = _call("Transformer.encode", getattr(model, "encode"), src)
+        hook = encoder[0].register_forward_hook(shift)
+        try:
+            shifted = _call("Transformer.encode", getattr(model, "encode"), src)
+        finally:
+            hook.remove()
+    if ran and isinstance(memory, torch.Tensor) and isinstance(shifted, torch.Tensor) and \
+            memory.shape == shifted.shape and torch.allclose(memory, shifted, atol=1e-6):
+        _fail("changing the first encoder layer's output did not change encode's memory: each "
+              "encoder layer reads the embedding, so only the last one counts; each layer must "
+              "read the previous layer's output (x = layer(x, src_mask))")
+    _ok("each encoder layer reads the previous layer's output")
 
 
 @examples.example("transformer")

@@ -113,3 +113,25 @@ BUGS += [
         es={"sdpa.values": ("scaled_dot_product_attention modificó in place su argumento q",
                             "q.clone()")}),
 ]
+
+# Bugs whose first messages named no cause: a crash on the checks' inputs (the scores of the wrong
+# shape, values from the query side) is named from the function's output on square inputs, where
+# the bug runs; a swap of two projections from the reference with them swapped.
+SQUARE = {"sdpa.shapes", "sdpa.softmax", "sdpa.values", "sdpa.mask"}
+BUGS += [
+    bug("sdpa_q_at_k_untransposed", A, "sdpa-code", SCALE, "q @ k / math.sqrt(q.shape[-1])",
+        dict.fromkeys(SQUARE, ("without transposing k", "q @ k.transpose(-2, -1)")),
+        es=dict.fromkeys(SQUARE, ("sin transponer k", "q @ k.transpose(-2, -1)"))),
+    bug("sdpa_k_at_q_transposed", A, "sdpa-code", SCALE,
+        "k @ q.transpose(-2, -1) / math.sqrt(q.shape[-1])",
+        dict.fromkeys(SQUARE, ("k @ q.transpose(-2, -1)", "one row per query")),
+        es=dict.fromkeys(SQUARE, ("k @ q.transpose(-2, -1)", "una fila por query"))),
+    bug("mha_values_from_x_q", A, "mha-code", "split(self.w_v(x_kv))", "split(self.w_v(x_q))",
+        {"mha.cross": ("the values come from x_q", "v = w_v(x_kv)"),
+         "mha.mask": ("the values come from x_q", "v = w_v(x_kv)")},
+        es={"mha.cross": ("los values vienen de x_q", "v = w_v(x_kv)")}),
+    bug("mha_w_q_w_k_swapped", A, "mha-code", "split(self.w_q(x_q)), split(self.w_k(x_kv)),",
+        "split(self.w_k(x_q)), split(self.w_q(x_kv)),",
+        {"mha.self": "w_q and w_k are swapped", "mha.cross": "w_q and w_k are swapped"},
+        es={"mha.self": "w_q y w_k están intercambiadas"}),
+]

@@ -314,3 +314,50 @@ BUGS += [
         {"decoder.masks": "swapped", "decoder.values": "swapped", "decoder.memory": "swapped",
          "decoder.dropout": "swapped"}),
 ]
+
+# Bugs whose first messages named no cause ("not the expected values"): each is named now from the
+# reference computed with that bug (the grader's signature of it), and only where the output is it.
+FFN_FORWARD = "self.linear2(F.relu(self.linear1(x)))"
+BUGS += [
+    bug("positions_exponent_sign_dropped", A, "positions-code", RATE,
+        "10000 ** (torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)",
+        {"positions.values": ("exponent has the wrong sign", "10000 ** (-2i / d_model)")},
+        es={"positions.values": ("el exponente tiene el signo cambiado",
+                                 "10000 ** (-2i / d_model)")}),
+    bug("positions_divided_by_T", A, "positions-code", RATE,
+        "10000 ** (-torch.arange(0, d_model, 2, dtype=torch.float32) / T)",
+        {"positions.values": ("divided by T", "divide it by d_model")},
+        es={"positions.values": ("dividido por T", "divídelo por d_model")}),
+    bug("positions_sin_cos_in_halves", A, "positions-code", SIN_COS,
+        "table[:, :d_model // 2] = torch.sin(position * rate)\n"
+        "    table[:, d_model // 2:] = torch.cos(position * rate)",
+        {"positions.values": ("two halves", "interleaved")},
+        es={"positions.values": ("dos mitades", "intercaladas")}),
+    bug("ffn_without_relu", A, "ffn-code", FFN_FORWARD, "self.linear2(self.linear1(x))",
+        {"ffn.values": ("there is no ReLU", "linear2(relu(linear1(x)))")},
+        es={"ffn.values": ("no hay ReLU", "linear2(relu(linear1(x)))")}),
+    bug("ffn_relu_before_linear1", A, "ffn-code", FFN_FORWARD,
+        "self.linear2(self.linear1(F.relu(x)))",
+        {"ffn.values": ("before linear1", "between linear1 and linear2")},
+        es={"ffn.values": ("antes de linear1", "entre linear1 y linear2")}),
+    bug("ffn_gelu_not_relu", A, "ffn-code", "F.relu(", "F.gelu(",
+        {"ffn.values": ("GELU", "uses ReLU")}, es={"ffn.values": ("GELU", "usa ReLU")}),
+    bug("ffn_dropout_always_on", A, "ffn-code", FFN_FORWARD,
+        "self.linear2(F.dropout(F.relu(self.linear1(x)), 0.1))",
+        {"ffn.values": ("eval mode", "dropout left on")},
+        es={"ffn.values": ("en modo eval", "dropout encendido")}),
+    bug("encoder_without_first_norm", A, "encoder-code", ENC_ATTN,
+        "x = x + self.dropout(self.self_attn(x, x, mask))",
+        {"encoder.values": ("self-attention sublayer has no LayerNorm", "norm1")},
+        es={"encoder.values": ("la subcapa de self-attention no tiene LayerNorm", "norm1")}),
+    bug("encoder_ffn_reads_layer_input", A, "encoder-code", ENC_ATTN + "\n        " + ENC_FFN,
+        "h = self.norm1(x + self.dropout(self.self_attn(x, x, mask)))\n"
+        "        return self.norm2(h + self.dropout(self.ffn(x)))",
+        {"encoder.values": ("feed-forward sublayer reads the layer's input",
+                            "previous step's output")},
+        es={"encoder.values": ("la subcapa feed-forward lee la entrada de la capa",
+                               "la salida del paso anterior")}),
+    bug("regressor_positions_off_by_one", A, "regressor-code", "self.positions[:T]",
+        "self.positions[1:T + 1]", {"regressor.values": ("off by one", "self.positions[:T]")},
+        es={"regressor.values": ("corridas en uno", "self.positions[:T]")}),
+]

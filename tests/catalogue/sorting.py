@@ -123,3 +123,64 @@ BUGS += [
     bug("model_default_max_len_short", A, "model-code", "max_len=64):", "max_len=50):",
         {"model.embed": ("max_len=64", "64 tokens")}, exact=True),
 ]
+
+# Bugs whose first messages named no cause: a crash (named from the model's output where the bug
+# runs: tokens [2, 1], tgt_in as long as the memory, a model with vocab_size = d_model), numbers
+# alone, or a shape alone; each is named now from the reference computed with that bug.
+MODEL = ("model.tied", "model.embed", "model.values", "model.causal", "model.padding")
+FLOOR_RIGHT = "right = 1 - eps + eps / vocab_size"
+FLOOR_OTHER = "other = eps / vocab_size"
+BUGS += [
+    bug("model_positions_off_by_one", A, "model-code", EMBED,
+        "self.embedding(tokens) * math.sqrt(self.d_model) + self.positions[1: tokens.shape[1] + 1]",
+        {"model.embed": ("off by one", "self.positions[:T]")},
+        es={"model.embed": ("corridas en uno", "self.positions[:T]")}),
+    bug("model_positions_sliced_on_columns", A, "model-code", EMBED,
+        "self.embedding(tokens) * math.sqrt(self.d_model) + self.positions[:, : tokens.shape[1]]",
+        dict.fromkeys(MODEL, ("wrong axis", "self.positions[:T]")),
+        es={"model.embed": ("eje equivocado", "self.positions[:T]")}),
+    bug("model_decoder_masks_swapped", A, "model-code", "y = layer(y, memory, mask, memory_mask)",
+        "y = layer(y, memory, memory_mask, mask)",
+        dict.fromkeys(("model.values", "model.causal", "model.padding"),
+                      ("masks swapped", "layer(y, memory, causal_mask, memory_mask)")),
+        es={"model.values": ("máscaras intercambiadas",
+                             "layer(y, memory, causal_mask, memory_mask)")}),
+    bug("model_causal_mask_from_memory", A, "model-code", "causal_mask(tgt_in.shape[1])",
+        "causal_mask(memory.shape[1])",
+        dict.fromkeys(("model.tied", "model.values", "model.causal", "model.padding"),
+                      ("memory's length", "causal_mask(tgt_in.shape[1])")),
+        es={"model.values": ("largo de la memoria", "causal_mask(tgt_in.shape[1])")}),
+    bug("model_logits_not_transposed", A, "model-code", "return y @ self.embedding.weight.T",
+        "return y @ self.embedding.weight",
+        dict.fromkeys(("model.tied", "model.values", "model.causal", "model.padding"),
+                      ("without transposing", "y @ self.embedding.weight.T")),
+        es={"model.values": ("sin transponer", "y @ self.embedding.weight.T")}),
+    # passes every visible check of the notebook's model (one layer): a visible check runs two
+    bug("model_encoder_layers_read_embedding", A, "model-code",
+        "x = layer(x, src_mask)\n        return x", "out = layer(x, src_mask)\n        return out",
+        {"model.values": ("reads the embedding", "previous layer's output"),
+         "model.padding": ("reads the embedding", "previous layer's output")},
+        es={"model.values": ("lee el embedding", "la salida de la capa anterior")}),
+    bug("noam_d_model_and_warmup_swapped", A, "schedule-code", NOAM,
+        "warmup ** -0.5 * min(step ** -0.5, step * d_model ** -1.5)",
+        {"schedule.noam": "d_model and warmup are swapped"},
+        es={"schedule.noam": "d_model y warmup están intercambiados"}, exact=True),
+    bug("floor_spread_over_v_minus_1", A, "teacher-code", FLOOR_RIGHT, "right = 1 - eps",
+        {"teacher.floor": ("vocab_size - 1 tokens", "fairseq")}, exact=True,
+        more=[(FLOOR_OTHER, "other = eps / (vocab_size - 1)")],
+        es={"teacher.floor": ("vocab_size - 1 tokens", "fairseq")}),
+    bug("floor_spread_over_v_minus_2", A, "teacher-code", FLOOR_RIGHT, "right = 1 - eps",
+        {"teacher.floor": ("vocab_size - 2 tokens", "Annotated Transformer")}, exact=True,
+        more=[(FLOOR_OTHER, "other = eps / (vocab_size - 2)"),
+              ("(vocab_size - 1) * other", "(vocab_size - 2) * other")],
+        es={"teacher.floor": ("vocab_size - 2 tokens", "Annotated Transformer")}),
+    bug("floor_sign_dropped", A, "teacher-code", "return -(right * math.log(right)",
+        "return (right * math.log(right)", {"teacher.floor": "the sign is wrong"}, exact=True,
+        es={"teacher.floor": "el signo está mal"}),
+    bug("greedy_default_length_from_batch", A, "greedy-code",
+        "length = src.shape[1] if length is None", "length = src.shape[0] if length is None",
+        {check: ("the batch size", "src.shape[1]") for check in
+         ("greedy.no_bos", "greedy.last_position", "greedy.encoder_once", "greedy.reference",
+          "greedy.length")},
+        es={"greedy.length": ("el tamaño del lote", "src.shape[1]")}),
+]
