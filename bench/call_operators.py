@@ -58,8 +58,9 @@ DIM_FUNCTIONS = {"softmax": (1,), "log_softmax": (1,), "cat": (1,), "stack": (1,
                  "mean": (1,), "argmax": (1,), "transpose": (1, 2), "unsqueeze": (1,)}
 DIM_KEYWORDS = {"dim", "axis", "dim0", "dim1", "start_dim", "end_dim"}
 # Calls whose positional arguments can be given in either order (transpose(1, 2) is
-# transpose(2, 1)): SwapArguments leaves them, each swap would be equivalent.
-SYMMETRIC = {"transpose", "swapaxes", "swapdims"}
+# transpose(2, 1), min(a, b) is min(b, a)): SwapArguments leaves them, each swap would be
+# equivalent.
+SYMMETRIC = {"transpose", "swapaxes", "swapdims", "min", "max"}
 # Methods with an in-place twin (name + "_").
 IN_PLACE = {"masked_fill", "add", "sub", "mul", "div", "clamp", "triu", "tril", "unsqueeze",
             "squeeze", "transpose", "exp", "log", "sqrt", "sin", "cos", "relu", "sigmoid", "tanh",
@@ -405,16 +406,17 @@ def mutations(code: str, operator: Operator) -> list[tuple[int, int, str, str]]:
 # CALLS' words for it, or its own name without a trailing number: norm1 -> norm).
 CAUSES = {
     "call": r"left out|missing|not applied|skipped|never (called|applied)",
-    "swap": r"argument|order|swapped|exchanged|the other way|queries|keys|x_q|x_kv|memory",
-    "constructor": r"arguments|FeedForward\(d_model, d_ff\)|d_ff|Linear\(|in_features|"
-                   r"out_features|num_heads|d_model",
-    "axis": r"dim|axis|over the",
-    "slice": r"off by one|shift|last|first|BOS|position|even|odd|column|length|one (token )?"
+    "swap": r"argument|order|swapped|exchanged|the other way|x_q|x_kv|in each other's places|"
+            r"queries",
+    "constructor": r"arguments|FeedForward\(d_model, d_ff\)|d_ff|Linear\(|nn\.Linear with|"
+                   r"in_features|out_features|wrong shape",
+    "axis": r"\bdim\b|dim=|\baxis\b|over the",
+    "slice": r"off by one|shift|(last|first) (token|position)|BOS|even|odd|one (token |position )?"
              r"(short|long)|\[:",
     "in place": r"in place|changed its argument",
 }
 CALLS = {
-    "transpose": r"transpose|k\.T|shape", "T": r"transpose|\.T|shape|weight", "mT": r"transpose",
+    "transpose": r"transpose|k\.T|shape", "T": r"transpose|\.T\b|shape", "mT": r"transpose",
     "softmax": r"softmax|sum to 1|probabilit", "log_softmax": r"log.?softmax|log-prob|logits",
     "sqrt": r"sqrt|scal", "dropout": r"dropout", "relu": r"relu|activation|negative",
     "triu": r"triu|diagonal|causal|future|above", "tril": r"tril|diagonal|causal|future",
@@ -422,8 +424,9 @@ CALLS = {
     "clamp": r"clamp|one real token|divid|zero", "min": r"min|warm.?up|step",
     "log": r"log|entropy", "masked_fill": r"mask", "view": r"view|split",
     "reshape": r"reshape|merge",
-    "to": r"device", "argmax": r"argmax|most likely", "embedding": r"embed", "head": r"head",
-    "encode": r"encode|memory", "decode": r"decode", "sin": r"sin", "cos": r"cos",
+    "to": r"device", "argmax": r"argmax|most likely", "embedding": r"embed", "head": r"\bhead\b",
+    "encode": r"encode", "decode": r"decode", "sin": r"\bsin\b", "cos": r"\bcos\b",
+    "layer": r"\blayers? (is|are) (not )?(run|called|applied)", "split": r"split",
 }
 
 

@@ -1,6 +1,7 @@
 """Mutation testing of the hidden graders: does every small bug in a stub cost points of its part?
 
-    .venv/bin/python bench/mutation.py --assignment 01-attention [--limit N] [--jobs 2]
+    .venv/bin/python bench/mutation.py --assignment 01-attention [--limit N] [--every N]
+                                       [--operators cosmic-ray|calls|all] [--jobs 2]
                                        [--out /tmp/tfcourse-mutation] [--no-train]
 
 The code under test is the solution code of each answer cell of the source notebook (the course's
@@ -9,11 +10,16 @@ cosmic-ray (a maintained mutation-testing library, in the `dev` extra) generates
 of its operators that takes no arguments (the set `cosmic-ray init` uses by default: binary,
 comparison and unary operators swapped, numbers moved by one, `not` added, True/False swapped,
 loops made empty, decorators removed, ...) is applied at each place it fits, one mutation per
-mutant. Its own runner is not used: it mutates a file on disk and runs a test command per mutant,
-while a submission here is a notebook graded in a sandbox. Each mutant becomes a submission (the
-released notebook, that one answer cell replaced by the mutant, the others the course's solution)
-and the mutants of a cell are graded as one batch by the real engine (`grade_many`, with its fork
-server and zygote), `--jobs` at a time.
+mutant. `--operators calls` runs bench/call_operators.py's instead (calls and methods removed,
+arguments swapped, axes changed, slices moved by one, operations in place on an argument,
+constructors' arguments exchanged: the bugs cosmic-ray does not make), `all` both; for those, a
+killed mutant is also judged on whether one of its messages names the cause (the words of its kind
+and place, `cause_pattern`), and `--reclassify --unnamed FILE` lists those that do not. cosmic-ray's
+own runner is not used: it mutates a file on disk and runs a test command per mutant, while a
+submission here is a notebook graded in a sandbox. Each mutant becomes a submission (the released
+notebook, that one answer cell replaced by the mutant, the others the course's solution) and the
+mutants of a cell are graded as one batch by the real engine (`grade_many`, with its fork server
+and zygote), `--jobs` at a time.
 
 A mutant is
 - killed: it lost points in the check group of the cell it mutates (also noted: when it lost
@@ -29,12 +35,12 @@ trains the student's EncoderRegressor around the grader's stand-in layers and po
 the reference's decoding; a mutant elsewhere cannot change them. `--no-train` skips them for every
 mutant (03's training costs about 20 CPU seconds a submission).
 
-Results: <out>/<assignment>/report.json (every mutant: its id, diff, verdict, the checks it lost
-and their messages), and a table per check group on stdout. The graded folders stay under <out>,
-so a second run grades only the mutants that changed (grade_many's fingerprints). CPU seconds are
-those of every process of a batch (a cpuacct cgroup as root on cgroup v1, as bench/proctree.py
-counts; else this process and its reaped children, which misses killed students' processes).
-"""
+Results: <out>/<assignment>/report.json (<out>/<assignment>-calls/ for `--operators calls`) (every
+mutant: its id, diff, verdict, the checks it lost and their messages), and a table per check group
+on stdout. The graded folders stay under <out>, so a second run grades only the mutants that
+changed (grade_many's fingerprints). CPU seconds are those of every process of a batch (a cpuacct
+cgroup as root on cgroup v1, as bench/proctree.py counts; else this process and its reaped
+children, which misses killed students' processes)."""
 from __future__ import annotations
 
 import argparse
@@ -371,6 +377,9 @@ def main() -> int:
                         help="grade every N-th mutant of the list only (a sample over the cells "
                              "and operators)")
     parser.add_argument("--list", action="store_true", help="list the mutants, grade nothing")
+    parser.add_argument("--unnamed", type=Path, default=None,
+                        help="with --reclassify: write the killed mutants whose messages do not "
+                             "name the cause, with those messages, as a markdown section there")
     parser.add_argument("--reclassify", action="store_true",
                         help="grade nothing: the last report's table again, with the equivalents "
                              "file as it is now (after reviewing survivors)")
@@ -378,9 +387,10 @@ def main() -> int:
     out = options.out / (options.assignment if options.operators == "cosmic-ray" else
                          f"{options.assignment}-{options.operators}")
     if options.reclassify:
-        return report(out, reclassify(json.loads((out / "report.json").read_text()),
-                                      options.assignment),
-                      cell_groups(options.assignment), [])
+        rows = reclassify(json.loads((out / "report.json").read_text()), options.assignment)
+        if options.unnamed:
+            options.unnamed.write_text(unnamed_markdown(options.assignment, rows))
+        return report(out, rows, cell_groups(options.assignment), [])
 
     course = load_course(ROOT)
     every = mutants_of(course, options.assignment, options.operators)
@@ -417,6 +427,22 @@ def reclassify(rows: list[dict], assignment: str) -> list[dict]:
             key = row["cell"], row["operator"], row["before"], row["after"]
             row["verdict"] = "equivalent" if key in equivalent else "unexplained"
     return rows
+
+
+def unnamed_markdown(assignment: str, rows: list[dict]) -> str:
+    """A markdown section: each killed mutant whose messages do not name its cause, with the
+    messages of the checks it lost in its own group (each cut at 300 characters)."""
+    unnamed = [row for row in rows if row["verdict"] == "killed" and row.get("named") is False]
+    asked = sum(row.get("named") is not None for row in rows)
+    lines = [f"## {assignment}: {len(unnamed)} of {asked} killed mutants unnamed", ""]
+    for row in unnamed:
+        where = f" (in `{row['note']}`)" if row.get("note") else ""
+        lines += [f"- `{row['id']}`{where}: `{row['before']}` -> `{row['after']}`"]
+        for number, message in row["lost"].items():
+            if number.split(".")[0] == row["group"]:
+                text = " ".join(message.split())[:300].replace("`", "'")
+                lines.append(f"  - {number}: {text}")
+    return "\n".join(lines) + "\n"
 
 
 def cell_groups(assignment: str) -> list[str]:

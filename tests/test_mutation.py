@@ -128,3 +128,14 @@ def test_the_in_place_operator_on_a_statement_and_the_cause_words():
     assert mutation.names_cause("SwapConstructorArguments", "Linear",
                                 {"ffn.shapes": "FeedForward(d_model, d_ff) got"})
     assert mutation.names_cause("ReplaceBinaryOperator_Mul_Div", "", {"x": "y"}) is None
+    # a RuntimeError's "dimension" is not the cause of an axis changed
+    assert not mutation.names_cause("ChangeAxis", "view",
+                                    {"mha.self": "a must match b at non-singleton dimension 1"})
+    schedule = call_mutants("03-sorting", "schedule-code")
+    assert not any(op == "SwapArguments" for op, _, _ in schedule)      # min's arguments commute
+    row = {"verdict": "killed", "named": False, "id": "sdpa-code/DropMethod/L8C17", "note": "T",
+           "before": "a", "after": "b", "group": "sdpa",
+           "lost": {"sdpa.values": "not the expected values", "mha.self": "elsewhere"}}
+    text = mutation.unnamed_markdown("01-attention", [row])
+    assert "1 of 1 killed" in text and "sdpa.values: not the expected" in text
+    assert "elsewhere" not in text
