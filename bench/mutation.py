@@ -376,6 +376,9 @@ def main() -> int:
     parser.add_argument("--every", type=int, default=1,
                         help="grade every N-th mutant of the list only (a sample over the cells "
                              "and operators)")
+    parser.add_argument("--ids", default=None,
+                        help="only the mutants of these ids, comma-separated (survivors to grade "
+                             "again, with the training check say)")
     parser.add_argument("--list", action="store_true", help="list the mutants, grade nothing")
     parser.add_argument("--unnamed", type=Path, default=None,
                         help="with --reclassify: write the killed mutants whose messages do not "
@@ -397,6 +400,8 @@ def main() -> int:
     mutants = sample(every, options.limit)[::options.every]
     if options.cells:
         mutants = [mutant for mutant in mutants if mutant.cell in options.cells.split(",")]
+    if options.ids:
+        mutants = [mutant for mutant in mutants if mutant.id in options.ids.split(",")]
     stale = unmatched([entry for entry in load_equivalents()
                        if options.operators == "all" or
                        (entry["operator"] in KINDS) == (options.operators == "calls")], every)
