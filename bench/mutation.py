@@ -1,6 +1,7 @@
 """Mutation testing of the hidden graders: does every small bug in a stub cost points of its part?
 
-    .venv/bin/python bench/mutation.py --assignment 01-attention [--limit N] [--jobs 2]
+    .venv/bin/python bench/mutation.py --assignment 01-attention [--limit N] [--every N]
+                                       [--operators cosmic-ray|calls|all] [--jobs 2]
                                        [--out /tmp/tfcourse-mutation] [--no-train]
 
 The code under test is the solution code of each answer cell of the source notebook (the course's
@@ -9,11 +10,16 @@ cosmic-ray (a maintained mutation-testing library, in the `dev` extra) generates
 of its operators that takes no arguments (the set `cosmic-ray init` uses by default: binary,
 comparison and unary operators swapped, numbers moved by one, `not` added, True/False swapped,
 loops made empty, decorators removed, ...) is applied at each place it fits, one mutation per
-mutant. Its own runner is not used: it mutates a file on disk and runs a test command per mutant,
-while a submission here is a notebook graded in a sandbox. Each mutant becomes a submission (the
-released notebook, that one answer cell replaced by the mutant, the others the course's solution)
-and the mutants of a cell are graded as one batch by the real engine (`grade_many`, with its fork
-server and zygote), `--jobs` at a time.
+mutant. `--operators calls` runs bench/call_operators.py's instead (calls and methods removed,
+arguments swapped, axes changed, slices moved by one, operations in place on an argument,
+constructors' arguments exchanged: the bugs cosmic-ray does not make), `all` both; for those, a
+killed mutant is also judged on whether one of its messages names the cause (the words of its kind
+and place, `cause_pattern`), and `--reclassify --unnamed FILE` lists those that do not. cosmic-ray's
+own runner is not used: it mutates a file on disk and runs a test command per mutant, while a
+submission here is a notebook graded in a sandbox. Each mutant becomes a submission (the released
+notebook, that one answer cell replaced by the mutant, the others the course's solution) and the
+mutants of a cell are graded as one batch by the real engine (`grade_many`, with its fork server
+and zygote), `--jobs` at a time.
 
 A mutant is
 - killed: it lost points in the check group of the cell it mutates (also noted: when it lost
@@ -29,12 +35,12 @@ trains the student's EncoderRegressor around the grader's stand-in layers and po
 the reference's decoding; a mutant elsewhere cannot change them. `--no-train` skips them for every
 mutant (03's training costs about 20 CPU seconds a submission).
 
-Results: <out>/<assignment>/report.json (every mutant: its id, diff, verdict, the checks it lost
-and their messages), and a table per check group on stdout. The graded folders stay under <out>,
-so a second run grades only the mutants that changed (grade_many's fingerprints). CPU seconds are
-those of every process of a batch (a cpuacct cgroup as root on cgroup v1, as bench/proctree.py
-counts; else this process and its reaped children, which misses killed students' processes).
-"""
+Results: <out>/<assignment>/report.json (<out>/<assignment>-calls/ for `--operators calls`) (every
+mutant: its id, diff, verdict, the checks it lost and their messages), and a table per check group
+on stdout. The graded folders stay under <out>, so a second run grades only the mutants that
+changed (grade_many's fingerprints). CPU seconds are those of every process of a batch (a cpuacct
+cgroup as root on cgroup v1, as bench/proctree.py counts; else this process and its reaped
+children, which misses killed students' processes)."""
 from __future__ import annotations
 
 import argparse
@@ -42,6 +48,7 @@ import ast
 import difflib
 import json
 import os
+import re
 import resource
 import sys
 import time
@@ -57,6 +64,7 @@ from cosmic_ray.ast import ast_nodes, get_ast                           # noqa: 
 from cosmic_ray.mutating import mutate_code                             # noqa: E402
 from cosmic_ray.plugins import get_operator, operator_names             # noqa: E402
 
+from call_operators import KINDS, OPERATORS, cause_pattern, mutations   # noqa: E402
 from conftest import make_submission, solution_cells                    # noqa: E402
 from tfcourse.course import load_course                                # noqa: E402
 
@@ -79,6 +87,7 @@ class Mutant:
     before: str                 # the changed lines, as in the solution
     after: str                  # and as in the mutant
     code: str = field(repr=False)
+    note: str = ""              # bench/call_operators.py's: what a removed call called
 
     @property
     def id(self) -> str:
@@ -120,12 +129,17 @@ def changed_lines(code: str, mutated: str) -> tuple[str, str]:
 
 
 def cell_mutants(assignment: str, cell: str, group: str, code: str,
-                 only: set[str] | None = None) -> list[Mutant]:
-    """Every mutant cosmic-ray's default operators (or those named in `only`) make of one answer
-    cell's solution code."""
+                 only: set[str] | None = None, family: str = "cosmic-ray") -> list[Mutant]:
+    """Every mutant cosmic-ray's default operators (family "cosmic-ray"), bench/call_operators.py's
+    ("calls") or both ("all") make of one answer cell's solution code; `only`: the operators so
+    named, of any family."""
+    made = []
+    if family in ("calls", "all") or only is not None:
+        made += call_mutants(assignment, cell, group, code, only)
+    if family not in ("cosmic-ray", "all") and only is None:
+        return made
     tree = get_ast(code)
     defs = top_level_names(code)
-    made = []
     for name, operator in operators():
         if only is not None and name not in only:
             continue
@@ -143,7 +157,27 @@ def cell_mutants(assignment: str, cell: str, group: str, code: str,
     return made
 
 
-def mutants_of(course, assignment: str) -> list[Mutant]:
+def call_mutants(assignment: str, cell: str, group: str, code: str,
+                 only: set[str] | None = None) -> list[Mutant]:
+    """The mutants bench/call_operators.py's operators make of one answer cell: calls removed,
+    arguments swapped, axes changed, slices moved, operations in place, constructors' arguments
+    exchanged."""
+    defs = top_level_names(code)
+    made = []
+    for operator in OPERATORS:
+        if only is not None and operator.name not in only:
+            continue
+        seen = {}
+        for occurrence, (line, column, mutated, note) in enumerate(mutations(code, operator)):
+            stub = next((n for first, last, n in defs if first <= line <= last), group)
+            variant = seen[line, column] = seen.get((line, column), -1) + 1
+            before, after = changed_lines(code, mutated)
+            made.append(Mutant(assignment, cell, group, stub, operator.name, occurrence, variant,
+                               line, column, before, after, mutated, note))
+    return made
+
+
+def mutants_of(course, assignment: str, family: str = "cosmic-ray") -> list[Mutant]:
     """The mutants of every answer cell of an assignment, cell by cell in the notebook's order.
     A mutant whose code another mutant of the cell already has is left out (graded once)."""
     groups = {group.id for group in course.assignment(assignment).checks}
@@ -152,7 +186,7 @@ def mutants_of(course, assignment: str) -> list[Mutant]:
         group = cell.removesuffix("-code")
         assert group in groups, f"answer cell {cell} belongs to no check group of {assignment}"
         seen = set()
-        for mutant in cell_mutants(assignment, cell, group, code):
+        for mutant in cell_mutants(assignment, cell, group, code, family=family):
             if mutant.code not in seen:
                 seen.add(mutant.code)
                 found.append(mutant)
@@ -236,11 +270,22 @@ def skipped_for(mutant: Mutant, course, train: bool) -> list[str]:
     return [] if train and mutant.stub in group.stubs else [check]
 
 
+def names_cause(operator: str, note: str, own: dict) -> bool | None:
+    """Whether a message of the checks a killed mutant lost in its own group names the cause
+    (bench/call_operators.py's words for its kind and place); None for cosmic-ray's operators (no
+    words) and for a mutant not killed in its group."""
+    if operator not in KINDS or not own:
+        return None
+    pattern = re.compile(cause_pattern(KINDS[operator], note), re.I)
+    return any(pattern.search(message) for message in own.values())
+
+
 def verdict(mutant: Mutant, results: dict, skipped: list[str], equivalent: set) -> dict:
     """What the graders made of a mutant: the checks it lost (not skipped) and the verdict."""
-    lost = {test["number"]: (test.get("output") or "")[:300] for test in results["tests"]
+    lost = {test["number"]: (test.get("output") or "")[:2000] for test in results["tests"]
             if test["score"] < test["max_score"] and test["number"] not in skipped}
     own = [number for number in lost if number.split(".")[0] == mutant.group]
+    named = names_cause(mutant.operator, mutant.note, {n: lost[n] for n in own})
     if own:
         kind = "killed"
     elif lost:
@@ -249,7 +294,8 @@ def verdict(mutant: Mutant, results: dict, skipped: list[str], equivalent: set) 
         kind = "equivalent"
     else:
         kind = "unexplained"
-    return {"verdict": kind, "lost": lost, "also_elsewhere": bool(own) and len(own) < len(lost)}
+    return {"verdict": kind, "lost": lost, "also_elsewhere": bool(own) and len(own) < len(lost),
+            "named": named}
 
 
 def grade(course, mutants: list[Mutant], out: Path, jobs: int, train: bool) -> list[dict]:
@@ -295,7 +341,7 @@ def table(rows: list[dict], groups: list[str]) -> str:
     left out): generated, killed (and of those, also elsewhere), killed only elsewhere, survived,
     equivalent, unexplained, CPU seconds."""
     head = (f"{'group':12} {'generated':>9} {'killed':>6} {'+else':>5} {'only else':>9} "
-            f"{'survived':>8} {'equiv':>5} {'unexpl':>6} {'cpu s':>7}")
+            f"{'survived':>8} {'equiv':>5} {'unexpl':>6} {'named':>7} {'cpu s':>7}")
     lines = [head]
     for group in [*groups, "all"]:
         mine = [row for row in rows if group in ("all", row["group"])]
@@ -303,9 +349,11 @@ def table(rows: list[dict], groups: list[str]) -> str:
         also = sum(row["also_elsewhere"] for row in mine)
         survived = count["equivalent"] + count["unexplained"]
         cpu = sum(row["cpu_share"] for row in mine)
+        asked = [row["named"] for row in mine if row.get("named") is not None]
+        named = f"{sum(asked)}/{len(asked)}" if asked else "-"
         lines.append(f"{group:12} {len(mine):9d} {count['killed']:6d} {also:5d} "
                      f"{count['killed elsewhere']:9d} {survived:8d} {count['equivalent']:5d} "
-                     f"{count['unexplained']:6d} {cpu:7.1f}")
+                     f"{count['unexplained']:6d} {named:>7} {cpu:7.1f}")
     return "\n".join(lines)
 
 
@@ -321,21 +369,42 @@ def main() -> int:
                         help="skip the trained check for every mutant")
     parser.add_argument("--cells", default=None,
                         help="only these answer cells, comma-separated (positions-code,...)")
+    parser.add_argument("--operators", choices=["cosmic-ray", "calls", "all"], default="cosmic-ray",
+                        help="cosmic-ray's default operators, bench/call_operators.py's (calls "
+                             "removed, arguments swapped, axes, slices, in place, constructors), "
+                             "or both")
+    parser.add_argument("--every", type=int, default=1,
+                        help="grade every N-th mutant of the list only (a sample over the cells "
+                             "and operators)")
+    parser.add_argument("--ids", default=None,
+                        help="only the mutants of these ids, comma-separated (survivors to grade "
+                             "again, with the training check say)")
     parser.add_argument("--list", action="store_true", help="list the mutants, grade nothing")
+    parser.add_argument("--unnamed", type=Path, default=None,
+                        help="with --reclassify: write the killed mutants whose messages do not "
+                             "name the cause, with those messages, as a markdown section there")
     parser.add_argument("--reclassify", action="store_true",
                         help="grade nothing: the last report's table again, with the equivalents "
                              "file as it is now (after reviewing survivors)")
     options = parser.parse_args()
-    out = options.out / options.assignment
+    out = options.out / (options.assignment if options.operators == "cosmic-ray" else
+                         f"{options.assignment}-{options.operators}")
     if options.reclassify:
-        return report(out, reclassify(json.loads((out / "report.json").read_text())),
-                      cell_groups(options.assignment), [])
+        rows = reclassify(json.loads((out / "report.json").read_text()), options.assignment)
+        if options.unnamed:
+            options.unnamed.write_text(unnamed_markdown(options.assignment, rows))
+        return report(out, rows, cell_groups(options.assignment), [])
 
     course = load_course(ROOT)
-    mutants = sample(mutants_of(course, options.assignment), options.limit)
+    every = mutants_of(course, options.assignment, options.operators)
+    mutants = sample(every, options.limit)[::options.every]
     if options.cells:
         mutants = [mutant for mutant in mutants if mutant.cell in options.cells.split(",")]
-    stale = unmatched(load_equivalents(), mutants_of(course, options.assignment))
+    if options.ids:
+        mutants = [mutant for mutant in mutants if mutant.id in options.ids.split(",")]
+    stale = unmatched([entry for entry in load_equivalents()
+                       if options.operators == "all" or
+                       (entry["operator"] in KINDS) == (options.operators == "calls")], every)
     if options.list:
         for mutant in mutants:
             print(f"{mutant.id:48} {mutant.before!r} -> {mutant.after!r}")
@@ -347,14 +416,38 @@ def main() -> int:
                   [entry for entry in stale if entry["cell"] in cells])
 
 
-def reclassify(rows: list[dict]) -> list[dict]:
-    """A report's survivors classified again with the equivalents file as it is now."""
+def reclassify(rows: list[dict], assignment: str) -> list[dict]:
+    """A report's survivors classified again with the equivalents file as it is now, and its
+    killed mutants' messages judged again with the cause words as they are now."""
     equivalent = {entry_key(entry) for entry in load_equivalents()}
+    notes = {mutant.key: mutant.note for cell, code in solution_cells(assignment).items()
+             for mutant in call_mutants(assignment, cell, cell.removesuffix("-code"), code)}
     for row in rows:
+        key = row["cell"], row["operator"], row["before"], row["after"]
+        row["note"] = notes.get(key, row.get("note", ""))
+        row["named"] = names_cause(row["operator"], row["note"],
+                                   {n: m for n, m in row["lost"].items()
+                                    if n.split(".")[0] == row["group"]})
         if row["verdict"] in ("equivalent", "unexplained"):
             key = row["cell"], row["operator"], row["before"], row["after"]
             row["verdict"] = "equivalent" if key in equivalent else "unexplained"
     return rows
+
+
+def unnamed_markdown(assignment: str, rows: list[dict]) -> str:
+    """A markdown section: each killed mutant whose messages do not name its cause, with the
+    messages of the checks it lost in its own group (each cut at 300 characters)."""
+    unnamed = [row for row in rows if row["verdict"] == "killed" and row.get("named") is False]
+    asked = sum(row.get("named") is not None for row in rows)
+    lines = [f"## {assignment}: {len(unnamed)} of {asked} killed mutants unnamed", ""]
+    for row in unnamed:
+        where = f" (in `{row['note']}`)" if row.get("note") else ""
+        lines += [f"- `{row['id']}`{where}: `{row['before']}` -> `{row['after']}`"]
+        for number, message in row["lost"].items():
+            if number.split(".")[0] == row["group"]:
+                text = " ".join(message.split())[:300].replace("`", "'")
+                lines.append(f"  - {number}: {text}")
+    return "\n".join(lines) + "\n"
 
 
 def cell_groups(assignment: str) -> list[str]:
@@ -371,6 +464,11 @@ def report(out: Path, rows: list[dict], groups: list[str], stale: list[dict]) ->
         if row["verdict"] in ("unexplained", "killed elsewhere"):
             print(f"{row['verdict']:16} {row['id']}: {row['before']!r} -> {row['after']!r}"
                   + (f"  lost {', '.join(row['lost'])}" if row["lost"] else ""))
+    for row in rows:
+        if row["verdict"] == "killed" and row.get("named") is False:
+            own = next(number for number in row["lost"] if number.split(".")[0] == row["group"])
+            print(f"unnamed          {row['id']}: {row['before']!r} -> {row['after']!r}\n"
+                  f"                 {own}: {row['lost'][own][:300]!r}")
     for entry in stale:
         print(f"stale equivalent entry (no mutant matches it): {entry['id']}")
     return 0

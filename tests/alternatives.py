@@ -1984,3 +1984,447 @@ def greedy_decode(model, src, bos, length=None):
     return ys[:, 1:]
 '''})
 ALTERNATIVES += [FIXED_SHAPE_GREEDY]
+
+
+# -- three more public implementations, ported (mutation branch) -----------------------------------
+# The TensorFlow tutorial "Transformer model for language understanding" (tensorflow.org/text,
+# the Keras-subclassing version), translated to PyTorch as a student would: scaled_dot_product_
+# attention with `scaled_attention_logits += (mask * -1e9)` (the course's bool mask multiplies as
+# 0/1), d_k cast to a float tensor, split_heads(x, batch_size) with reshape and a transpose of
+# perm [0, 2, 1, 3], the concat as transpose + reshape(batch_size, -1, d_model), its wq, wk, wv
+# and dense under the contract's names; create_padding_mask (`seq == 0` as float, [:, None, None,
+# :]) and create_look_ahead_mask (`1 - band_part(ones, -1, 0)`) made bool, as the contract asks.
+# The tutorial's call(v, k, q, mask) order becomes the contract's forward(x_q, x_kv, mask).
+TF_ATTENTION = Alternative("tensorflow_tutorial_additive_band_part", "01-attention", {
+    "sdpa-code": '''
+def scaled_dot_product_attention(q, k, v, mask=None):
+    """Calculate the attention weights.
+    q, k, v must have matching leading dimensions.
+    The mask has different shapes depending on its type (padding or look ahead)
+    but it must be broadcastable for addition.
+    """
+    matmul_qk = torch.matmul(q, k.transpose(-2, -1))  # (..., seq_len_q, seq_len_k)
+
+    # scale matmul_qk
+    dk = torch.tensor(k.shape[-1], dtype=torch.float32)
+    scaled_attention_logits = matmul_qk / torch.sqrt(dk)
+
+    # add the mask to the scaled tensor.
+    if mask is not None:
+        scaled_attention_logits += (mask * -1e9)
+
+    # softmax is normalized on the last axis (seq_len_k) so that the scores add up to 1.
+    attention_weights = torch.softmax(scaled_attention_logits, dim=-1)  # (..., seq_len_q, seq_len_k)
+
+    output = torch.matmul(attention_weights, v)  # (..., seq_len_q, depth_v)
+
+    return output, attention_weights
+''',
+    "mha-code": '''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, num_heads):
+        super(MultiHeadAttention, self).__init__()
+        self.num_heads = num_heads
+        self.d_model = d_model
+
+        assert d_model % self.num_heads == 0
+
+        self.depth = d_model // self.num_heads
+
+        self.w_q = nn.Linear(d_model, d_model)      # the tutorial's wq, wk, wv and dense
+        self.w_k = nn.Linear(d_model, d_model)
+        self.w_v = nn.Linear(d_model, d_model)
+
+        self.w_o = nn.Linear(d_model, d_model)
+
+    def split_heads(self, x, batch_size):
+        """Split the last dimension into (num_heads, depth).
+        Transpose the result such that the shape is (batch_size, num_heads, seq_len, depth)
+        """
+        x = torch.reshape(x, (batch_size, -1, self.num_heads, self.depth))
+        return x.permute(0, 2, 1, 3)
+
+    def forward(self, x_q, x_kv, mask=None):
+        batch_size = x_q.shape[0]
+
+        q = self.w_q(x_q)  # (batch_size, seq_len, d_model)
+        k = self.w_k(x_kv)  # (batch_size, seq_len, d_model)
+        v = self.w_v(x_kv)  # (batch_size, seq_len, d_model)
+
+        q = self.split_heads(q, batch_size)  # (batch_size, num_heads, seq_len_q, depth)
+        k = self.split_heads(k, batch_size)  # (batch_size, num_heads, seq_len_k, depth)
+        v = self.split_heads(v, batch_size)  # (batch_size, num_heads, seq_len_v, depth)
+
+        # scaled_attention.shape == (batch_size, num_heads, seq_len_q, depth)
+        # attention_weights.shape == (batch_size, num_heads, seq_len_q, seq_len_k)
+        scaled_attention, attention_weights = scaled_dot_product_attention(q, k, v, mask)
+        self.attention_weights = attention_weights
+
+        scaled_attention = scaled_attention.permute(0, 2, 1, 3)  # (batch_size, seq_len_q, num_heads, depth)
+
+        concat_attention = torch.reshape(scaled_attention,
+                                         (batch_size, -1, self.d_model))  # (batch_size, seq_len_q, d_model)
+
+        output = self.w_o(concat_attention)  # (batch_size, seq_len_q, d_model)
+
+        return output
+''',
+    "masks-code": '''
+def causal_mask(T):
+    # the tutorial's create_look_ahead_mask(size)
+    mask = 1 - torch.tril(torch.ones((T, T)))   # band_part(ones, -1, 0)
+    return mask.bool()  # (seq_len, seq_len)
+
+
+def padding_mask(tokens, pad_id):
+    # the tutorial's create_padding_mask(seq)
+    seq = torch.eq(tokens, pad_id).float()
+
+    # add extra dimensions to add the padding
+    # to the attention logits.
+    return seq[:, None, None, :].bool()  # (batch_size, 1, 1, seq_len)
+'''})
+
+# The same tutorial's layers: positional_encoding through get_angles in numpy (its [np.newaxis, ...]
+# left out: the contract's table is [T, d_model]), point_wise_feed_forward_network as an
+# nn.Sequential in a cell of its own (the contract's FeedForward holds it, its two Linear layers
+# also under linear1 and linear2), EncoderLayer and DecoderLayer with the tutorial's dropout1-3
+# and its LayerNormalization(epsilon=1e-6), out1 / out2 / out3 as in call(); the tutorial's mha,
+# mha1, mha2 and layernorm1-3 are the contract's self_attn, cross_attn and norm1-3 (the grader
+# puts its stand-ins under the contract's names). The classifier is the tutorial's Encoder
+# (embedding, `x *= sqrt(d_model)`, `x += pos_encoding[:seq_len]`, dropout, the layers) with a
+# masked GlobalAveragePooling1D and a Dense head with log_softmax.
+TF_LAYERS = Alternative("tensorflow_tutorial_get_angles_out123", "02-layers", {
+    "positions-code": '''
+import numpy as np
+
+
+def get_angles(pos, i, d_model):
+    angle_rates = 1 / np.power(10000, (2 * (i//2)) / np.float32(d_model))
+    return pos * angle_rates
+
+
+def positional_encoding(T, d_model):
+    angle_rads = get_angles(np.arange(T)[:, np.newaxis],
+                            np.arange(d_model)[np.newaxis, :],
+                            d_model)
+
+    # apply sin to even indices in the array; 2i
+    angle_rads[:, 0::2] = np.sin(angle_rads[:, 0::2])
+
+    # apply cos to odd indices in the array; 2i+1
+    angle_rads[:, 1::2] = np.cos(angle_rads[:, 1::2])
+
+    return torch.tensor(angle_rads, dtype=torch.float32)
+''',
+    "ffn-code": '''
+class FeedForward(nn.Module):
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.net = point_wise_feed_forward_network(d_model, d_ff)
+        self.linear1, self.linear2 = self.net[0], self.net[2]
+
+    def forward(self, x):
+        return self.net(x)
+''',
+    "encoder-code": '''
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.1):
+        super(EncoderLayer, self).__init__()
+
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.ffn = FeedForward(d_model, d_ff)
+
+        self.norm1 = nn.LayerNorm(d_model, eps=1e-6)
+        self.norm2 = nn.LayerNorm(d_model, eps=1e-6)
+
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+
+    def forward(self, x, mask=None):
+        attn_output = self.self_attn(x, x, mask)  # (batch_size, input_seq_len, d_model)
+        attn_output = self.dropout1(attn_output)
+        out1 = self.norm1(x + attn_output)  # (batch_size, input_seq_len, d_model)
+
+        ffn_output = self.ffn(out1)  # (batch_size, input_seq_len, d_model)
+        ffn_output = self.dropout2(ffn_output)
+        out2 = self.norm2(out1 + ffn_output)  # (batch_size, input_seq_len, d_model)
+
+        return out2
+''',
+    "decoder-code": '''
+class DecoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.1):
+        super(DecoderLayer, self).__init__()
+
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads)
+
+        self.ffn = FeedForward(d_model, d_ff)
+
+        self.norm1 = nn.LayerNorm(d_model, eps=1e-6)
+        self.norm2 = nn.LayerNorm(d_model, eps=1e-6)
+        self.norm3 = nn.LayerNorm(d_model, eps=1e-6)
+
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+        self.dropout3 = nn.Dropout(dropout)
+
+    def forward(self, y, memory, self_mask=None, memory_mask=None):
+        # memory.shape == (batch_size, input_seq_len, d_model)
+        attn1 = self.self_attn(y, y, self_mask)  # (batch_size, target_seq_len, d_model)
+        attn1 = self.dropout1(attn1)
+        out1 = self.norm1(attn1 + y)
+
+        attn2 = self.cross_attn(out1, memory, memory_mask)  # (batch_size, target_seq_len, d_model)
+        attn2 = self.dropout2(attn2)
+        out2 = self.norm2(attn2 + out1)  # (batch_size, target_seq_len, d_model)
+
+        ffn_output = self.ffn(out2)  # (batch_size, target_seq_len, d_model)
+        ffn_output = self.dropout3(ffn_output)
+        out3 = self.norm3(ffn_output + out2)  # (batch_size, target_seq_len, d_model)
+
+        return out3
+''',
+    "classifier-code": '''
+class EncoderClassifier(nn.Module):
+    def __init__(self, vocab_size, num_classes, d_model, num_heads, num_layers, d_ff,
+                 dropout=0.1, pad_id=0, max_len=64):
+        super().__init__()
+
+        self.d_model = d_model
+        self.num_layers = num_layers
+        self.pad_id = pad_id
+
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.register_buffer("pos_encoding", positional_encoding(max_len, self.d_model),
+                             persistent=False)
+
+        self.layers = nn.ModuleList([EncoderLayer(d_model, num_heads, d_ff, dropout)
+                                     for _ in range(num_layers)])
+
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(d_model, num_classes)
+
+    def forward(self, tokens):
+        seq_len = tokens.shape[1]
+        mask = padding_mask(tokens, self.pad_id)
+
+        # adding embedding and position encoding.
+        x = self.embedding(tokens)  # (batch_size, input_seq_len, d_model)
+        x *= math.sqrt(self.d_model)
+        x += self.pos_encoding[:seq_len, :]
+
+        x = self.dropout(x)
+
+        for i in range(self.num_layers):
+            x = self.layers[i](x, mask)
+
+        # GlobalAveragePooling1D with the padding mask: the mean over the real tokens
+        keep = (tokens != self.pad_id).float()[:, :, None]
+        pooled = (x * keep).sum(1) / torch.clamp(keep.sum(1), min=1.0)
+        return F.log_softmax(self.head(pooled), dim=-1)
+'''}, added={"ffn-code": '''
+def point_wise_feed_forward_network(d_model, dff):
+    return nn.Sequential(
+        nn.Linear(d_model, dff),  # (batch_size, seq_len, dff), Dense(dff, activation='relu')
+        nn.ReLU(),
+        nn.Linear(dff, d_model)  # (batch_size, seq_len, d_model)
+    )
+'''})
+
+# d2l.ai's attention chapter (11.3 and 11.5, the PyTorch version): masked_softmax, which flattens
+# the scores to 2-D and writes -1e6 into the masked entries in place (d2l's _sequence_mask; here
+# from the course's bool mask instead of valid_lens), DotProductAttention as a module that keeps
+# its attention_weights and multiplies with torch.bmm (so the scores are flattened to [-1, T, d]
+# first: the contract's q has any number of leading dimensions), and MultiHeadAttention with
+# transpose_qkv / transpose_output, the heads folded into the batch (B * h); the mask is broadcast
+# to [B, h, Tq, Tk] and folded the same way, as d2l repeats valid_lens with repeat_interleave. The
+# contract asks for nn.Linear(d_model, d_model) with bias named w_q..w_o (d2l: LazyLinear, bias
+# False, W_q..W_o) and for the weights as [B, h, Tq, Tk] (d2l keeps them as [B * h, Tq, Tk]).
+D2L_ATTENTION = Alternative("d2l_masked_softmax_bmm_transpose_qkv", "01-attention", {
+    "sdpa-code": '''
+def masked_softmax(X, mask):
+    """Perform softmax operation by masking elements on the last axis."""
+    # mask: True where blocked (the course's convention), broadcastable to X
+    if mask is None:
+        return nn.functional.softmax(X, dim=-1)
+    else:
+        shape = X.shape
+        mask = torch.broadcast_to(mask, shape).reshape(-1, shape[-1])
+        X = X.reshape(-1, shape[-1])
+        # On the last axis, replace masked elements with a very large negative
+        # value, whose exponentiation outputs 0
+        X[mask] = -1e6
+        return nn.functional.softmax(X.reshape(shape), dim=-1)
+
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    """Scaled dot product attention."""
+    d = q.shape[-1]
+    lead = q.shape[:-2]
+    queries = q.reshape(-1, q.shape[-2], d)
+    keys = k.reshape(-1, k.shape[-2], d)
+    values = v.reshape(-1, v.shape[-2], v.shape[-1])
+    # Swap the last two dimensions of keys with keys.transpose(1, 2)
+    scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(d)
+    attention_weights = masked_softmax(scores.reshape(*lead, *scores.shape[1:]), mask)
+    out = torch.bmm(attention_weights.reshape(scores.shape), values)
+    return out.reshape(*lead, *out.shape[1:]), attention_weights
+''',
+    "mha-code": '''
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention."""
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+        super().__init__()
+        self.num_heads = num_heads
+        self.attention = DotProductAttention(dropout)
+        self.w_q = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, d_model, bias=bias)
+        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, x_q, x_kv, mask=None):
+        # Shape of queries, keys, or values:
+        # (batch_size, no. of queries or key-value pairs, num_hiddens)
+        # After transposing, shape of output queries, keys, or values:
+        # (batch_size * num_heads, no. of queries or key-value pairs,
+        # num_hiddens / num_heads)
+        queries = self.transpose_qkv(self.w_q(x_q))
+        keys = self.transpose_qkv(self.w_k(x_kv))
+        values = self.transpose_qkv(self.w_v(x_kv))
+
+        if mask is not None:
+            # the mask for every head, folded into the batch as the heads are
+            B, Tq, Tk = x_q.shape[0], x_q.shape[1], x_kv.shape[1]
+            mask = torch.broadcast_to(mask, (B, self.num_heads, Tq, Tk)).reshape(-1, Tq, Tk)
+
+        # Shape of output: (batch_size * num_heads, no. of queries,
+        # num_hiddens / num_heads)
+        output = self.attention(queries, keys, values, mask)
+        self.attention_weights = self.attention.attention_weights.reshape(
+            -1, self.num_heads, *self.attention.attention_weights.shape[1:])
+        # Shape of output_concat: (batch_size, no. of queries, num_hiddens)
+        output_concat = self.transpose_output(output)
+        return self.w_o(output_concat)
+
+    def transpose_qkv(self, X):
+        """Transposition for parallel computation of multiple attention heads."""
+        # Shape of input X: (batch_size, no. of queries or key-value pairs,
+        # num_hiddens). Shape of output X: (batch_size, no. of queries or
+        # key-value pairs, num_heads, num_hiddens / num_heads)
+        X = X.reshape(X.shape[0], X.shape[1], self.num_heads, -1)
+        # Shape of output X: (batch_size, num_heads, no. of queries or key-value
+        # pairs, num_hiddens / num_heads)
+        X = X.permute(0, 2, 1, 3)
+        # Shape of output: (batch_size * num_heads, no. of queries or key-value
+        # pairs, num_hiddens / num_heads)
+        return X.reshape(-1, X.shape[2], X.shape[3])
+
+    def transpose_output(self, X):
+        """Reverse the operation of transpose_qkv."""
+        X = X.reshape(-1, self.num_heads, X.shape[1], X.shape[2])
+        X = X.permute(0, 2, 1, 3)
+        return X.reshape(X.shape[0], X.shape[1], -1)
+''',
+    "masks-code": '''
+def causal_mask(T):
+    # d2l's dec_valid_lens = arange(1, T + 1): query i sees keys 0..i
+    dec_valid_lens = torch.arange(1, T + 1)
+    return torch.arange(T)[None, :] >= dec_valid_lens[:, None]
+
+
+def padding_mask(tokens, pad_id):
+    return (tokens == pad_id).reshape(tokens.shape[0], 1, 1, tokens.shape[1])
+'''}, added={"mha-code": '''
+class DotProductAttention(nn.Module):
+    """Scaled dot product attention, keeping its weights."""
+    def __init__(self, dropout):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+
+    # Shape of queries: (batch_size, no. of queries, d)
+    # Shape of keys: (batch_size, no. of key-value pairs, d)
+    # Shape of values: (batch_size, no. of key-value pairs, value dimension)
+    # Shape of mask: (batch_size, no. of queries, no. of key-value pairs) or None
+    def forward(self, queries, keys, values, mask=None):
+        out, self.attention_weights = scaled_dot_product_attention(queries, keys, values, mask)
+        return out if self.dropout.p == 0 else torch.bmm(
+            self.dropout(self.attention_weights), values)
+'''})
+
+# karpathy/minGPT's CausalSelfAttention (mingpt/model.py, the 2020 version): separate key, query
+# and value projections and proj (under the contract's names as well), attn_drop and resid_drop
+# (p 0 by default: the contract has no dropout), the head split as view + transpose(1, 2) and
+# merged as transpose + contiguous().view(B, T, C), the scale `* (1.0 / math.sqrt(k.size(-1)))`.
+# Its causal mask is a buffer of ones' tril compared with 0 (1 to keep); the contract passes the
+# mask in (True: blocked) and keys come from x_kv, so the buffer is causal_mask's answer and the
+# forward takes the contract's mask. The sdpa cell holds the lines of forward that attend.
+MINGPT_ATTENTION = Alternative("mingpt_key_query_value_proj_tril_buffer", "01-attention", {
+    "sdpa-code": '''
+def scaled_dot_product_attention(q, k, v, mask=None):
+    # causal self-attention; Self-attend: (B, nh, T, hs) x (B, nh, hs, T) -> (B, nh, T, T)
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+    if mask is not None:
+        att = att.masked_fill(mask, float('-inf'))
+    att = F.softmax(att, dim=-1)
+    y = att @ v  # (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)
+    return y, att
+''',
+    "mha-code": '''
+class MultiHeadAttention(nn.Module):
+    """
+    A vanilla multi-head masked self-attention layer with a projection at the end.
+    It is possible to use torch.nn.MultiheadAttention here but I am including an
+    explicit implementation here to show that there is nothing too scary here.
+    """
+
+    def __init__(self, d_model, num_heads, attn_pdrop=0.0, resid_pdrop=0.0):
+        super().__init__()
+        assert d_model % num_heads == 0
+        # key, query, value projections for all heads
+        self.key = nn.Linear(d_model, d_model)
+        self.query = nn.Linear(d_model, d_model)
+        self.value = nn.Linear(d_model, d_model)
+        # regularization
+        self.attn_drop = nn.Dropout(attn_pdrop)
+        self.resid_drop = nn.Dropout(resid_pdrop)
+        # output projection
+        self.proj = nn.Linear(d_model, d_model)
+        self.w_q, self.w_k, self.w_v, self.w_o = self.query, self.key, self.value, self.proj
+        self.n_head = num_heads
+
+    def forward(self, x_q, x_kv, mask=None):
+        B, T, C = x_q.size()
+        S = x_kv.size(1)
+
+        # calculate query, key, values for all heads in batch and move head forward to be the batch dim
+        k = self.key(x_kv).view(B, S, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, S, hs)
+        q = self.query(x_q).view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        v = self.value(x_kv).view(B, S, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, S, hs)
+
+        y, att = scaled_dot_product_attention(q, k, v, mask)
+        self.attention_weights = att
+        if self.attn_drop.p > 0:
+            y = self.attn_drop(att) @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble all head outputs side by side
+
+        # output projection
+        y = self.resid_drop(self.proj(y))
+        return y
+''',
+    "masks-code": '''
+def causal_mask(T):
+    # causal mask to ensure that attention is only applied to the left in the input sequence
+    mask = torch.tril(torch.ones(T, T)).view(1, 1, T, T)
+    return mask[0, 0] == 0
+
+
+def padding_mask(tokens, pad_id):
+    B, T = tokens.size()
+    return (tokens == pad_id).view(B, 1, 1, T)
+'''})
+
+NEW_PORTS = [TF_ATTENTION, TF_LAYERS, D2L_ATTENTION, MINGPT_ATTENTION]
+PORTS += NEW_PORTS
+ALTERNATIVES += NEW_PORTS
