@@ -10,6 +10,7 @@ SIGKILL) ends its graders, and with them the students' processes; their temporar
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -34,6 +35,8 @@ from .fingerprint import stamp as take_stamp
 from .graded import write_grades
 from .results import private_folder, write_results
 from .survey import Found, Survey, expand, printable, survey  # noqa: F401 (expand: callers')
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -115,12 +118,16 @@ def _write(course: Course, report: SubmissionReport, entry: Planned, lang: str
                 "failed" if report.error else "graded" if report.assignment else
                 "not graded: no assignment")
     except Exception:                                  # never let one submission stop the batch
+        log.warning("%s: its results could not be written; a failure is written instead",
+                    entry.item.path, exc_info=True)
         failure = grader_failed(course, entry.item.path.name,
                                 report.assignment or entry.graded, traceback.format_exc())
         failure.submission = report.submission
         try:
             return write_results(course, failure, folder, lang), "failed"
         except Exception:
+            log.error("%s: not even its failure could be written in %s", entry.item.path, folder,
+                      exc_info=True)
             return None, "failed"
 
 
