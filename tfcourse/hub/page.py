@@ -17,7 +17,7 @@ from tfcourse.course import Course, CourseError
 from tfcourse.batch.results import part_view, say
 
 from tfcourse.i18n import phrase
-from tfcourse.pages import macro, render
+from tfcourse.pages import macro, render as render_page
 
 from .estimate import Wait
 from .keys import KEY_FILE
@@ -163,7 +163,7 @@ def page(course: Course, student: str, records: list[Record], results: dict, now
                 "{hour} times an hour and {day} times a day for each assignment. Your "
                 "instructor's grading after the deadline is your grade.",
                 {"hour": course.feedback.per_hour, "day": course.feedback.per_day}, lang, course)
-    return render(
+    return render_page(
         "hub-page.html", lang=lang, refresh=REFRESH_SECONDS if waiting else None,
         title=say("Feedback on your submissions", None, lang, course), student=student,
         course_title=course.title(lang), intro=intro,
@@ -206,7 +206,7 @@ def instructor(course: Course, overview: dict, lang: str) -> str:
     if overview.get("listen"):
         alerts.append(overview["listen"])
     alerts += [f"At the last start: {note}" for note in overview.get("notes", [])]
-    return render(
+    return render_page(
         "hub-instructor.html", refresh=REFRESH_SECONDS, course_title=course.title(lang),
         alerts=alerts, overview=overview, when=when, duration=duration,
         queued=QUEUED,
