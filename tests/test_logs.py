@@ -102,3 +102,20 @@ def test_without_verbose_the_engine_prints_no_warning(capsys):
     """The library's convention: a NullHandler, so Python's last resort does not print."""
     logging.getLogger("tfcourse.sandbox.launch").warning("not for the instructor's terminal")
     assert capsys.readouterr().err == ""
+
+
+def test_what_a_grader_wrote_on_stderr_reaches_the_runners_log(caplog, tmp_path):
+    class Ended:
+        pid, returncode = 4242, 0
+
+        def communicate(self, timeout=None):
+            return None, "2027-01-15 08:00:00 WARNING tfcourse.sandbox.launch: no cgroup\n\n"
+
+        def poll(self):
+            return 0
+
+    (tmp_path / "report.json").write_text("{}")
+    caplog.set_level(logging.INFO, logger="tfcourse")
+    assert child._wait(load_course(ROOT), Ended(), None, tmp_path / "report.json") is None
+    assert [r.getMessage() for r in caplog.records if r.name == "tfcourse.batch.child"] == [
+        "grader 4242: 2027-01-15 08:00:00 WARNING tfcourse.sandbox.launch: no cgroup"]

@@ -224,6 +224,8 @@ class Zygotes:
         """The zygote for `course` (started on first use, once more if it died), or None where
         none can be used: turned off, not grading as root in bubblewrap, or it failed."""
         if not enabled():
+            log.debug("zygotes turned off (%s=0): each student's process is started afresh",
+                      SWITCH)
             return None
         wanted = json.dumps([str(course.root), threads, course_standins(course),
                              repr(course.sandbox), repr(course.limits)])
