@@ -25,6 +25,9 @@ WHOLE = [*sorted((ROOT / "autograder").glob("test_*.py")),
 CALLS = {"Fail", "Note", "say", "render", "phrase", "_fail", "_ok", "_say"}
 MARKED = [p for p in [*sorted((ROOT / "autograder").glob("*.py")),
                       *sorted((ROOT / "tfcourse").rglob("*.py"))] if p not in WHOLE]
+# The pages' templates (tfcourse/pages.py): their say("...") calls are messages too.
+TEMPLATES = sorted((ROOT / "tfcourse" / "templates").glob("*.html"))
+TEMPLATE_SAY = re.compile(r"""\bsay\(\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)')""")
 
 
 def catalog(folder: str) -> dict:
@@ -68,13 +71,107 @@ def messages(path: Path, whole: bool) -> set[str]:
     return found
 
 
+def template_messages(path: Path) -> set[str]:
+    return {double or single for double, single in TEMPLATE_SAY.findall(path.read_text())}
+
+
 def everything() -> dict[str, set[str]]:
     """Message -> the files it comes from."""
     found: dict[str, set[str]] = {}
-    for path in WHOLE + MARKED:
-        for text in messages(path, path in WHOLE):
+    for path in WHOLE + MARKED + TEMPLATES:
+        texts = template_messages(path) if path.suffix == ".html" else \
+            messages(path, path in WHOLE)
+        for text in texts:
             found.setdefault(text, set()).add(str(path.relative_to(ROOT)))
     return found
+
+
+def _strings(source: str) -> set[str]:
+    return {node.value for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+
+
+def said_anywhere(course) -> set[str]:
+    """Every text the course's code could show: each string of the engine's, the graders' and
+    the visible checks' code, each say() of the pages' templates, each string of the source
+    notebooks' code (their plots' titles), and the checks' names."""
+    said = {name for a in course.assignments for g in a.checks for name in g.tests}
+    for path in WHOLE + MARKED:
+        said |= _strings(path.read_text(encoding="utf-8"))
+    for path in TEMPLATES:
+        said |= template_messages(path)
+    for assignment, name in NOTEBOOK_OF.items():
+        nb = notebook.read(ROOT / "source" / assignment / name)
+        said |= _strings("\n".join(notebook.text(c) for c in nb.cells if c.cell_type == "code")
+                         .replace("\n%", "\n#"))
+    return said
+
+
+# Translations of texts since reworded, left in autograder/locale/es.yaml (the new texts have
+# theirs): to delete there, and from here with them.
+STALE = {
+    "autograder": {
+        "{what} should return a number",
+        "the model's logits",
+        "no notebook of this course was found in {name} (expected one of: {expected})",
+        "with {name}, a blocked key (mask True) got weight up to {w:.3f}; it must get 0",
+        "this is pre-norm (norm, sublayer, add); the paper's layer is post-norm: "
+        "norm(x + dropout(sublayer(x)))",
+        "this is pre-norm; the paper's layer is post-norm: norm(x + dropout(sublayer(x)))",
+        "the residual connections are missing",
+        "the layer never called {path}",
+        "the layer ignores its mask: self_attn was called without it",
+        "self_attn did not receive the layer's mask as it was given",
+        "the layer's output in eval mode with dropout 0.5",
+        "{path} was called without a mask; it should get {name}",
+        "{path} received the wrong mask: self_mask goes to self-attention and memory_mask to "
+        "cross-attention",
+        "{path} did not receive {name} as it was given",
+        "cross-attention must take its keys and values from the memory (the encoder's output); "
+        "it got {what}",
+        "self-attention must take its keys and values from the decoder's own input, the same "
+        "tensor as its queries",
+        "adding padding changed the prediction: pads must be masked as keys (pass padding_mask "
+        "to every layer) and left out of the mean",
+        "adding padding changed the prediction: {cause}",
+        "the output layer must reuse the embedding matrix (logits = h E^T), not a matrix of its "
+        "own ({names})",
+        "the output layer does not reach the embedding matrix: rows of tokens that are not in "
+        "the input got no gradient. Use self.embedding.weight itself for the output (no copy, no "
+        ".data, no detach)",
+        "cannot load the reference's weights into Transformer by name (missing: {missing}; "
+        "unexpected: {unexpected})",
+        "greedy_decode on the fresh sequences",
+        "after training with the course's recipe, greedy decoding sorted {acc:.1%} of {n:,} "
+        "fresh sequences; more than {goal:.0%} is needed",
+        "greedy_decode's answers are not what the model predicts ({share:.1%} agree with the "
+        "model's own argmax): the answer must come from the model",
+        "with its weights replaced by random numbers the model still sorted {acc:.0%} of the "
+        "sequences: the answer does not come from the trained weights",
+        "{module} is the same module as {other}: each sublayer needs a module of its own (for "
+        "example self.{module} = nn.LayerNorm(d_model))",
+        "greedy_decode emitted BOS; BOS only starts the decoder's input",
+        "one token per position, never BOS, and `length` is respected",
+        "with a causal mask, changing token 4 changed the outputs of tokens 0-3: pass the mask "
+        "on to the attention, and check that scaled_dot_product_attention masks (check.sdpa)",
+    },
+}
+
+
+@pytest.mark.parametrize("folder", ["tfcourse", "autograder", "visible"])
+def test_every_translation_is_of_a_text_the_code_still_says(folder, course):
+    """Translations are keyed by their English: a message reworded in the code, and not in its
+    catalog, loses its Spanish without a word. Its old key then translates nothing, and fails
+    here, wherever the message is (a grader's Fail, an engine's keyword argument, a template)."""
+    orphans = set(catalog(folder)) - said_anywhere(course)
+    known = STALE.get(folder, set())
+    assert known <= set(catalog(folder)), ("gone from the catalog, drop from STALE:",
+                                           sorted(known - set(catalog(folder))))
+    assert orphans == known, (
+        "translated, but no code says this English any more: if the message was reworded, move "
+        "its translation to the new English; else delete it:\n"
+        + "\n".join(sorted(orphans - known)) + "\n(no longer stale: "
+        + "; ".join(sorted(known - orphans)) + ")")
 
 
 def test_every_message_has_a_spanish_translation(course):

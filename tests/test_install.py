@@ -50,14 +50,14 @@ def test_the_wheel_holds_no_grader_and_needs_no_instructor_tool(tmp_path):
     for needed in ("tfcourse/student/checking.py", "tfcourse/sandbox/keeper.py",
                    "tfcourse/submission/plugin.py", "tfcourse/batch/runner.py",
                    "tfcourse/locale/es.yaml",
-                   "tfcourse/insights/templates/report.html"):
+                   "tfcourse/templates/report.html", "tfcourse/templates/feedback.css"):
         assert needed in names
     required = [r for r in metadata.get_all("Requires-Dist") if "extra ==" not in r]
     assert {r.split(">")[0].split("=")[0].strip().lower() for r in required} == {
         "torch", "matplotlib", "tqdm", "nbformat", "pyyaml"}
     instructor = [r.split(">")[0].strip() for r in metadata.get_all("Requires-Dist")
                   if 'extra == "instructor"' in r]
-    # the instructor's tools, and the class report's (jinja2) and similarity's (copydetect)
+    # the instructor's tools, and the pages' (jinja2) and similarity's (copydetect)
     assert set(instructor) == {"pytest", "nbgrader", "jupyterlab", "nbclient", "jinja2",
                                "copydetect"}
     assert not INSTRUCTOR_ONLY & {r.split(">")[0].strip() for r in required}

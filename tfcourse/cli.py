@@ -305,6 +305,10 @@ def _add_config(commands) -> None:
     config.set_defaults(run=cmd_config)
 
 
+VERBOSE = ("log what the engine chose and why on stderr (a fallback taken: no fork server, no "
+           "zygote, no cgroup): -v info, -vv debug")
+
+
 def parser(argv=None) -> argparse.ArgumentParser:
     """The command line."""
     argv = sys.argv[1:] if argv is None else argv
@@ -312,6 +316,7 @@ def parser(argv=None) -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     top.add_argument("--course", type=Path, help="the course folder (default: the nearest folder "
                                                   "with course.yaml)")
+    top.add_argument("-v", "--verbose", action="count", default=0, help=VERBOSE)
     commands = top.add_subparsers(dest="command", required=True)
     _add_build(commands)
     _add_grade(commands)
@@ -319,11 +324,16 @@ def parser(argv=None) -> argparse.ArgumentParser:
     _add_insights(commands)
     _add_config(commands)
     _add_feedback_service(commands, argv)
+    for command in commands.choices.values():       # before the command or after it
+        command.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                             help=VERBOSE)
     return top
 
 
 def main(argv=None) -> int:
     options = parser(argv).parse_args(argv)
+    from . import logs
+    logs.configure(options.verbose)
     try:
         return options.run(options)
     except Exception as error:

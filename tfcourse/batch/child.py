@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import platform
 import signal
@@ -36,6 +37,8 @@ from ..submission.files import Refused, split_submission
 from ..submission.finding import Listing, assignment_by_names, list_submission, listed
 from ..submission.job import Job
 from ..submission.report import SubmissionReport
+
+log = logging.getLogger(__name__)
 
 GRADER_FILES = ("autograder", "source", "course.yaml")
 ENGINE_FILES = ("submission", "batch", "sandbox", "student", "course.py", "notebook.py",
@@ -110,12 +113,16 @@ class _Graders:
         (turned off, or it cannot start): then `start` runs a fresh interpreter. `kept`:
         descriptors it inherits, each by the option of its command line that names it."""
         if not forkserver.enabled():
+            log.debug("fork server turned off (%s=0): a fresh interpreter grades",
+                      forkserver.SWITCH)
             return None
         if self.stopping:
             raise Interrupted(0)
         try:
             process = servers.spawn(args, env, cwd, kept)
-        except Exception:                   # no server: a fresh interpreter grades instead
+        except Exception as error:          # no server: a fresh interpreter grades instead
+            log.warning("no fork server for the grader (%s: %s): a fresh interpreter grades "
+                        "instead", type(error).__name__, error)
             return None
         with self._lock:
             self._running.add(process)
@@ -212,6 +219,8 @@ def grader_cgroup(course: Course) -> tuple[Cgroup | None, dict[str, str], int | 
     held = Cgroup.create(Limits(limit, 0, GRADER_TASKS))
     if held is not None:
         return held, json.loads(parents_of(held)), None
+    from ..sandbox.launch import why_no_cgroup
+    log.info("no cgroup for the grader (%s): it holds itself to %d MB", why_no_cgroup(), limit)
     return None, {}, limit                 # the grader limits its own (__main__.limit_own_memory)
 
 
@@ -223,7 +232,8 @@ def _hold(held: Cgroup | None, pid: int) -> Cgroup | None:
     try:
         for procs in held.procs_files:
             Path(procs).write_text(str(pid))
-    except OSError:                     # it ended already, or may not be moved: no limit
+    except OSError as error:            # it ended already, or may not be moved: no limit
+        log.info("grader %d not moved into its cgroup (%s): no cgroup limit", pid, error)
         held.remove()
         return None
     return held
@@ -246,7 +256,10 @@ def make_job(course: Course, submission: Path, assignment: str | None, threads: 
         notebooks, unfollowed = listed(course, _listing_of(submission, within, found))
         if assignment is None:
             assignment = assignment_by_names(course, {Path(path).name for path in notebooks})
-    except (Refused, OSError, ValueError, CourseError):
+    except (Refused, OSError, ValueError, CourseError) as error:
+        # the grader reads the submission itself, and reports what it cannot read
+        log.info("%s: not listed before grading (%s: %s); its grader lists it", submission,
+                 type(error).__name__, error)
         return job
     return dataclasses.replace(job, assignment=assignment, notebooks=notebooks,
                                unfollowed=unfollowed)
@@ -326,6 +339,9 @@ def _wait(course: Course, process, held: Cgroup | None, out: Path) -> str | None
     problem = None
     try:
         _, stderr = process.communicate(timeout=limit)
+        for line in (stderr or "").splitlines():    # its log (logs.py), and what it printed
+            if line.strip():
+                log.info("grader %d: %s", process.pid, line)
         # Only a grader that ran to its end wrote the report: after any other ending, a file
         # there may come from student code (as root in process mode it can kill the grader).
         if held is not None and held.exceeded() == MEMORY:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import socket
 import stat
@@ -45,6 +46,8 @@ from ..submission.finding import Listing, candidates_of, list_submission, match_
 from ..submission.report import SubmissionReport
 from .child import Warm, grade_in_child, grader_version, runtime_versions
 from .survey import printable
+
+log = logging.getLogger(__name__)
 
 COURSE_VARIABLE = "TFCOURSE_COURSE"        # on a worker: the course folder
 SPECIAL = {"link", "fifo", "socket", "device", "other"}      # entries that are never read
@@ -184,6 +187,7 @@ def _scratch() -> Path:
         from distributed import get_worker
         local = get_worker().local_directory
     except (ImportError, ValueError):               # not in a Dask worker
+        log.debug("not in a Dask worker: submissions unpacked in the system's temporary folder")
         local = None
     return Path(tempfile.mkdtemp(prefix="tfcluster-", dir=local))
 
@@ -257,6 +261,8 @@ def grade_task(payload: dict) -> str:
                                         int(payload["threads"]), list(payload["skip"]),
                                         [_scratch()], within, warm)
         except Exception:               # never let one submission fail the task
+            log.warning("grading a submission failed in this worker: it is reported as a "
+                        "grader failure", exc_info=True)
             name = os.fsdecode(packed["parts"][-1]) if packed.get("parts") else "submission"
             report = failure_report(course, Path(folder, name), payload["assignment"],
                                     traceback.format_exc())
@@ -339,8 +345,9 @@ def refusal_of(future) -> WorkerRefused | None:
         read_answer(future.result())
     except WorkerRefused as refused:
         return refused if refused.address else None
-    except Exception:
-        pass
+    except Exception as error:          # a failed task or an unreadable answer: no refusal
+        log.debug("task %s: no refusal in its answer (%s: %s)", getattr(future, "key", "?"),
+                  type(error).__name__, error)
     return None
 
 

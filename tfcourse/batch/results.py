@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tfcourse.course import Course, CourseError
 from tfcourse.i18n import message_kind, phrase, render
+from tfcourse.pages import render as render_page
 
 from ..submission.report import FOLDERS, SubmissionReport, finite, folders_of, say
 
@@ -298,79 +299,27 @@ def feedback_markdown(view: Feedback) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-STYLE = """
-body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem;
-       color: #222; line-height: 1.4; }
-h2 { font-size: 1.15rem; margin-top: 1.8rem; }
-h2 code { font-size: 1rem; }
-h2 .points { font-weight: normal; color: #555; }
-table { border-collapse: collapse; width: 100%; table-layout: fixed; }
-td, th { border-bottom: 1px solid #ddd; padding: .4rem .5rem; text-align: left; vertical-align: top; }
-th { color: #555; font-weight: 600; }
-th.mark { width: 1.5rem; } th.name { width: 9rem; } th.points { width: 5rem; }
-td.mark { font-weight: bold; } td.points { white-space: nowrap; } td { overflow-wrap: anywhere; }
-tr.passed td.mark { color: #1a7f37; } tr.failed td.mark { color: #c62828; }
-tr.failed td.message { color: #7a1a1a; }
-.score { font-size: 1.4rem; margin-bottom: .2rem; }
-progress { width: 100%; height: .8rem; }
-.notes { background: #fff8e1; border-left: 4px solid #f0b400; padding: .1rem 1rem; }
-.notes h2 { margin-top: .8rem; }
-.about { color: #555; margin-top: 2rem; }
-"""  # noqa: E501  (CSS sent as it is written: its bytes are feedback.html's)
-
-
-def part_html(stubs: str, rows: list[tuple], say, heading: str = "h2") -> str:
-    """One part of the notebook as HTML: a heading with its stubs and points, and a table with a
-    row per check, (passed, name, score, max_score, message[, graded]); `say` translates the
-    headers. A check not graded (skipped, deselected) shows "–" and is left out of the points."""
-    esc = html.escape
+def part_view(stubs: str, rows: list[tuple]) -> dict:
+    """One part of the notebook as templates/part.html shows it: its stubs, its points, and a row
+    per check, (passed, name, score, max_score, message[, graded]). A check not graded (skipped,
+    deselected) is left out of the points."""
     rows = [(*row, True) if len(row) == 5 else tuple(row) for row in rows]
-    header = (f'<tr><th class="mark"></th><th class="name">{esc(say("Check"))}</th>'
-              f'<th class="points">{esc(say("Points"))}</th>'
-              f'<th>{esc(say("Message"))}</th></tr>')
-    body = "\n".join(
-        f'<tr class="{"passed" if passed else "failed" if graded else "not-graded"}">'
-        f'<td class="mark">{"✓" if passed else "✗" if graded else "–"}</td><td>{esc(name)}</td>'
-        f'<td class="points">{f"{score:g}" if graded else "–"} / {most:g}</td>'
-        f'<td class="message">{esc(message)}</td>'
-        f"</tr>" for passed, name, score, most, message, graded in rows)
-    score = sum(row[2] for row in rows if row[5])
-    most = sum(row[3] for row in rows if row[5])
-    return (f'<{heading}><code>{esc(stubs)}</code> <span class="points">{score:g} / {most:g}'
-            f"</span></{heading}>\n<table>\n{header}\n{body}\n</table>")
+    return {"stubs": stubs,
+            "score": sum(row[2] for row in rows if row[5]),
+            "most": sum(row[3] for row in rows if row[5]),
+            "rows": [{"passed": passed, "name": name, "score": score, "most": most,
+                      "message": message, "graded": graded}
+                     for passed, name, score, most, message, graded in rows]}
 
 
 def feedback_html(view: Feedback) -> str:
-    """The same feedback as a page of its own (plain HTML and CSS, nothing to load)."""
-    esc = html.escape
-    title = f"{esc(view.say('Feedback'))}: {esc(view.student)}"
-    heading = (f"<p>{esc(view.assignment_title)} ({esc(view.assignment)})</p>"
-               if view.assignment else "")
-    score = esc(view.total)
-    summary = f" · {esc(view.summary)}" if view.rows else ""
-    notes = "".join(f"<li>{'<br>'.join(map(esc, note))}</li>" for note in _note_items(view))
-    blocks = []
-    if notes:
-        blocks.append(f'<div class="notes"><h2>{esc(view.say("About your notebook"))}'
-                      f"</h2><ul>{notes}</ul></div>")
-    for part in view.parts:
-        blocks.append(part_html(part.stubs, [(row.passed, row.name, row.score, row.max_score,
-                                              row.message, row.graded) for row in part.rows],
-                                view.say))
-    if view.rows:
-        blocks.append(f'<p class="about">{esc(view.say(ABOUT_CHECKS))}</p>')
-    body = "\n".join(blocks)
-    return f"""<!DOCTYPE html>
-<html lang="{esc(view.lang)}"><head><meta charset="utf-8">
-<title>{title}</title>
-<style>{STYLE}</style></head><body>
-<h1>{title}</h1>
-{heading}
-<p class="score">{esc(view.say('Score'))}: <b>{score}</b>{summary}</p>
-<progress value="{view.score:g}" max="{view.max_score or 1:g}">{view.score:g}</progress>
-{body}
-</body></html>
-"""
+    """The same feedback as a page of its own (plain HTML and CSS, nothing to load; see
+    templates/feedback.html)."""
+    return render_page(
+        "feedback.html", view=view, notes=_note_items(view), about=ABOUT_CHECKS,
+        parts=[part_view(part.stubs, [(row.passed, row.name, row.score, row.max_score,
+                                       row.message, row.graded) for row in part.rows])
+               for part in view.parts])
 
 
 def private_folder(path: Path) -> None:

@@ -10,6 +10,7 @@ SIGKILL) ends its graders, and with them the students' processes; their temporar
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -35,6 +36,8 @@ from .graded import write_grades
 from .results import private_folder, write_results
 from .survey import Found, Survey, expand, printable, survey  # noqa: F401 (expand: callers')
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class Outcome:
@@ -59,21 +62,37 @@ class Outcomes(list):
         self.warnings = list(warnings)
 
 
-def available_cores() -> int:
+CGROUP = Path("/sys/fs/cgroup")
+
+
+def available_cores(cgroup: Path = CGROUP) -> int:
     """The cores this container may use. Gradescope (and Kubernetes) cap CPU with a cgroup quota,
-    while os.cpu_count() reports the whole host: more torch threads than cores only slows down."""
+    while os.cpu_count() reports the whole host: more torch threads than cores only slows down.
+    The fewer of the affinity's cores and the quota (cgroup v2 `cpu.max`, else v1
+    `cpu.cfs_quota_us` over `cpu.cfs_period_us`, under `cgroup`), rounded down, at least 1.
+
+    Not loky's (joblib's) `cpu_count()`, though it reads the same files and the affinity: on
+    fake cgroup files it gave the same answers for no quota (v2 "max", v1 -1), whole quotas and a
+    smaller affinity, but rounds a fractional quota up (1.5 cores: 2, 2.5 cores: 3) where this
+    rounds down (1 and 2): it sizes a process pool that may use the whole quota, while each
+    grading here runs torch at full load, and a second one on half a core is throttled for the
+    pair. It also obeys LOKY_MAX_CPU_COUNT, and would be a dependency (a process-pool library,
+    80 to 160 ms to import) for these lines."""
     cores = len(os.sched_getaffinity(0))
-    quotas = [("/sys/fs/cgroup/cpu.max", None),                    # cgroup v2: "quota period"
-              ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us")]
+    quotas = [(cgroup / "cpu.max", None),                          # cgroup v2: "quota period"
+              (cgroup / "cpu" / "cpu.cfs_quota_us", cgroup / "cpu" / "cpu.cfs_period_us")]
     for quota_file, period_file in quotas:
         try:
-            fields = Path(quota_file).read_text().split()
+            fields = quota_file.read_text().split()
             if period_file:
-                fields.append(Path(period_file).read_text().strip())
+                fields.append(period_file.read_text().strip())
             quota, period = fields[0], fields[1]
-        except (OSError, IndexError):
+        except (OSError, IndexError) as error:
+            log.debug("no CPU quota in %s (%s)", quota_file, error)
             continue
         if quota not in ("max", "-1"):
+            log.debug("CPU quota %s of %s us (%s), %d cores in the affinity", quota, period,
+                      quota_file, cores)
             return max(1, min(cores, int(quota) // int(period)))
         return cores
     return cores
@@ -115,12 +134,16 @@ def _write(course: Course, report: SubmissionReport, entry: Planned, lang: str
                 "failed" if report.error else "graded" if report.assignment else
                 "not graded: no assignment")
     except Exception:                                  # never let one submission stop the batch
+        log.warning("%s: its results could not be written; a failure is written instead",
+                    entry.item.path, exc_info=True)
         failure = grader_failed(course, entry.item.path.name,
                                 report.assignment or entry.graded, traceback.format_exc())
         failure.submission = report.submission
         try:
             return write_results(course, failure, folder, lang), "failed"
         except Exception:
+            log.error("%s: not even its failure could be written in %s", entry.item.path, folder,
+                      exc_info=True)
             return None, "failed"
 
 

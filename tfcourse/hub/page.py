@@ -10,14 +10,14 @@ wrote, which holds no code of the hidden checks.
 from __future__ import annotations
 
 import datetime
-import html
 import math
 from dataclasses import dataclass
 
 from tfcourse.course import Course, CourseError
-from tfcourse.batch.results import STYLE, part_html, say
+from tfcourse.batch.results import part_view, say
 
 from tfcourse.i18n import phrase
+from tfcourse.pages import macro, render as render_page
 
 from .estimate import Wait
 from .keys import KEY_FILE
@@ -107,44 +107,42 @@ def status_line(record: Record, lang: str, course: Course, wait: Wait | None) ->
     return ""
 
 
-def _tables(view: Shown, lang: str, course: Course) -> str:
+def _parts(view: Shown) -> list[dict]:
     """The checks shown, a table for each part of the notebook (its stubs), as feedback.html."""
     parts: dict[str, list[tuple]] = {}
     for row in view.rows:
         stubs, _, name = row["title"].rpartition(": ")
         parts.setdefault(stubs, []).append((row["passed"], name, row["score"], row["max_score"],
                                             row["message"]))
-    return "\n".join(part_html(stubs, rows, lambda text: say(text, None, lang), "h3")
-                     for stubs, rows in parts.items())
+    return [part_view(stubs, rows) for stubs, rows in parts.items()]
 
 
-def submission_block(record: Record, results: dict | None, course: Course, now: float,
-                     lang: str, wait: Wait | None = None) -> str:
-    esc = html.escape
+def submission_view(record: Record, results: dict | None, course: Course, now: float,
+                    lang: str, wait: Wait | None = None) -> dict:
+    """One submission as templates/hub-page.html shows it."""
     try:
         title = course.assignment(record.assignment).title(lang)
     except CourseError:
         title = record.assignment
-    head = (f'<h2>{esc(title)} <span class="points">({esc(record.assignment)}) · '
-            f'{esc(say("submitted", None, lang, course))} {esc(when(record.received))}</span></h2>')
-    line = status_line(record, lang, course, wait)
-    parts = [head]
-    if line:
-        parts.append(f'<p class="status {esc(record.status)}">{esc(line)}</p>')
+    block = {"title": title, "assignment": record.assignment, "status": record.status,
+             "submitted": say("submitted", None, lang, course), "when": when(record.received),
+             "line": status_line(record, lang, course, wait), "view": None}
     if record.status == GRADED and results is not None:
         view = shown(course, record.assignment, results, now, lang)
-        parts.append(f'<p class="score">{esc(say("Score", None, lang))}: '
-                     f'<b>{view.score:g} / {view.max_score:g}</b></p>')
-        if view.held_checks:
-            parts.append("<p>" + esc(say(
-                "checks shown after the deadline: {checks}, worth {points:g} points",
-                {"checks": view.held_checks, "points": view.held_points}, lang, course))
-                + "</p>")
-        if view.notes:
-            items = "".join(f"<li>{esc(line)}</li>" for line in view.notes.splitlines())
-            parts.append(f'<div class="notes"><ul>{items}</ul></div>')
-        parts.append(_tables(view, lang, course))
-    return '<section class="submission">\n' + "\n".join(parts) + "\n</section>"
+        block.update(
+            view=view, score_word=say("Score", None, lang), parts=_parts(view),
+            say=lambda text: say(text, None, lang),
+            held=say("checks shown after the deadline: {checks}, worth {points:g} points",
+                     {"checks": view.held_checks, "points": view.held_points}, lang, course)
+            if view.held_checks else "")
+    return block
+
+
+def submission_block(record: Record, results: dict | None, course: Course, now: float,
+                     lang: str, wait: Wait | None = None) -> str:
+    """One submission as HTML, as the student's page shows it."""
+    return macro("hub-submission.html", "submission",
+                 submission_view(record, results, course, now, lang, wait))
 
 
 KEY_TEXT = phrase("Your submission key is {key}: put it in a file named {file} in each assignment "
@@ -159,40 +157,23 @@ def page(course: Course, student: str, records: list[Record], results: dict, now
     `waits` of those queued or being graded; `not_recorded`: why some folders have no record
     (template, params); `key`: their submission key, where the service needs one (--trust-names,
     keys.py). It reloads itself while one is waiting."""
-    esc = html.escape
     waits = waits or {}
-    title = say("Feedback on your submissions", None, lang, course)
     waiting = any(r.status in (QUEUED, GRADING) for r in records)
-    refresh = (f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">' if waiting else "")
     intro = say("Each submission is graded by the hidden checks within minutes, up to "
                 "{hour} times an hour and {day} times a day for each assignment. Your "
                 "instructor's grading after the deadline is your grade.",
                 {"hour": course.feedback.per_hour, "day": course.feedback.per_day}, lang, course)
-    blocks = [submission_block(r, results.get(r.key), course, now, lang, waits.get(r.key))
-              for r in records]
-    said = sorted({say(why, params, lang, course) for why, params in not_recorded})
-    blocks[:0] = [f'<p class="status refused">{esc(line)}</p>' for line in said]
-    if not records:
-        nothing = say('No submission yet: submit in the Assignments tab.', None, lang, course)
-        blocks += [f"<p>{esc(nothing)}</p>"]
-    if key is not None:
-        text = say(KEY_TEXT, {"key": key, "file": KEY_FILE}, lang, course)
-        blocks[:0] = [f'<p class="key">{esc(text)}</p>']
-    body = "\n".join(blocks)
-    return f"""<!DOCTYPE html>
-<html lang="{esc(lang)}"><head><meta charset="utf-8">{refresh}
-<title>{esc(title)}</title>
-<style>{STYLE}
-section.submission {{ border-top: 2px solid #ddd; margin-top: 1.5rem; }}
-h3 {{ font-size: 1rem; margin: 1.2rem 0 .3rem; }} h3 .points {{ font-weight: normal; color: #555; }}
-p.status {{ font-weight: 600; }} p.status.limited, p.status.refused, p.status.failed {{ color: #7a1a1a; }}
-</style></head><body>
-<h1>{esc(title)}</h1>
-<p>{esc(student)} · {esc(course.title(lang))}</p>
-<p class="about">{esc(intro)}</p>
-{body}
-</body></html>
-"""  # noqa: E501  (CSS sent as it is written)
+    return render_page(
+        "hub-page.html", lang=lang, refresh=REFRESH_SECONDS if waiting else None,
+        title=say("Feedback on your submissions", None, lang, course), student=student,
+        course_title=course.title(lang), intro=intro,
+        key=say(KEY_TEXT, {"key": key, "file": KEY_FILE}, lang, course) if key is not None
+        else None,
+        refused=sorted({say(why, params, lang, course) for why, params in not_recorded}),
+        submissions=[submission_view(r, results.get(r.key), course, now, lang, waits.get(r.key))
+                     for r in records],
+        nothing=None if records else say('No submission yet: submit in the Assignments tab.',
+                                         None, lang, course))
 
 
 def summary(record: Record, results: dict | None, course: Course, now: float, lang: str,
@@ -215,8 +196,6 @@ def summary(record: Record, results: dict | None, course: Course, now: float, la
 def instructor(course: Course, overview: dict, lang: str) -> str:
     """The instructor's view (service.overview): what keeps the service from its work, the rate,
     the queue in the order it will be graded, and the failures. It reloads itself."""
-    esc = html.escape
-    now = overview["now"]
     alerts = []
     if overview["problem"]:
         alerts.append(f"The state folder cannot be written since "
@@ -227,35 +206,13 @@ def instructor(course: Course, overview: dict, lang: str) -> str:
     if overview.get("listen"):
         alerts.append(overview["listen"])
     alerts += [f"At the last start: {note}" for note in overview.get("notes", [])]
-    times = ", ".join(f"{name} {seconds:g} s" for name, seconds in
-                      overview["seconds_per_grading"].items())
-    counts = ", ".join(f"{status} {n}" for status, n in overview["counts"].items())
-    rows = "".join(
-        f"<tr><td>{item['ahead'] + 1 if item['status'] == QUEUED else 'now'}</td>"
-        f"<td>{esc(item['student'])}</td><td>{esc(item['assignment'])}</td>"
-        f"<td>{esc(when(item['received']))}</td><td>{esc(item['status'])}</td>"
-        f"<td>{esc(duration(item['wait']) if item['wait'] is not None else '-')}</td></tr>"
-        for item in overview["queue"])
-    failures = "".join(
-        f"<li>{esc(item['student'])} · {esc(item['key'])}: "
-        f"{esc(say(item['why'], item['params'], lang, course))}</li>"
-        for item in overview["failures"] + overview["not_recorded"])
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="{REFRESH_SECONDS}">
-<title>Feedback service: the queue</title><style>{STYLE}
-p.alert {{ color: #7a1a1a; font-weight: 600; }}</style></head><body>
-<h1>Feedback service · {esc(course.title(lang))}</h1>
-{"".join(f'<p class="alert">{esc(alert)}</p>' for alert in alerts)}
-<p>{esc(when(now))} · {overview['jobs']} job slot(s) · graded in the last 10 minutes:
-{overview['graded_last_10_minutes']}, in the last hour: {overview['graded_last_hour']} ·
-a grading takes (median of the last ones): {esc(times)}</p>
-<p>Submissions: {esc(counts) or "none yet"}</p>
-<h2>Queue ({len(overview['queue'])})</h2>
-<table><tr><th>turn</th><th>student</th><th>assignment</th><th>received</th><th>status</th>
-<th>results in about</th></tr>{rows}</table>
-<h2>Failures and submissions not recorded</h2>
-<ul>{failures or "<li>none</li>"}</ul>
-<p>A student's page: ?student=NAME · the same as JSON: api/queue · the class so far (scores,
-checks, messages, submissions per hour): <a href="report/">the class report</a></p>
-</body></html>
-"""
+    return render_page(
+        "hub-instructor.html", refresh=REFRESH_SECONDS, course_title=course.title(lang),
+        alerts=alerts, overview=overview, when=when, duration=duration,
+        queued=QUEUED,
+        times=", ".join(f"{name} {seconds:g} s" for name, seconds in
+                        overview["seconds_per_grading"].items()),
+        counts=", ".join(f"{status} {n}" for status, n in overview["counts"].items()),
+        failures=[{"student": item["student"], "key": item["key"],
+                   "why": say(item["why"], item["params"], lang, course)}
+                  for item in overview["failures"] + overview["not_recorded"]])

@@ -315,8 +315,9 @@ class Service:
         try:
             self.ledger.save(Record(arrival.key, student, arrival.assignment, self.clock(),
                                     status=FAILED, why=why))
-        except OSError:
-            pass
+        except OSError as error:                # held in memory (self.ignored) until it can be
+            log.warning("%s: not recorded in the state folder (%s); held in memory",
+                        arrival.key, error)
 
     def trouble(self, problem: str) -> None:
         """What keeps the service from writing its state folder now ("": nothing), logged when

@@ -19,7 +19,6 @@ every check; the page says how many there were, and `skip_unstarted` leaves them
 from __future__ import annotations
 
 import csv
-import html
 import json
 import statistics
 import string
@@ -31,6 +30,7 @@ from tfcourse.course import Course
 from tfcourse.batch.graded import RESULTS_MB, results_files
 from tfcourse.batch.results import folders_of, write_atomically
 from tfcourse.i18n import render, translate
+from tfcourse.pages import render as render_page
 
 # The kinds of message that mean a submission hit a limit of the sandbox (submission/framework.py).
 # "took longer than": results graded before time limits were CPU time.
@@ -434,18 +434,12 @@ def readable(kind: str, lang: str = "en", folders=None) -> str:
 def page(summary: ClassSummary, title: str, figures: dict[str, str], lang: str, say,
          shown_kinds: int = 5, tries: list | None = None, deadline: bool = False,
          folders=None) -> str:
-    """The assignment's report as one HTML page (jinja2; see templates/report.html)."""
-    import jinja2
-
-    environment = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(Path(__file__).with_name("templates")),
-        autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    """The assignment's report as one HTML page (see templates/report.html)."""
     low, median, high = summary.quartiles
-    return environment.get_template("report.html").render(
-        summary=summary, title=title, figures=figures, lang=lang, say=say,
-        shown_kinds=shown_kinds, low=low, median=median, high=high, esc=html.escape,
-        tries=tries or [], deadline=deadline,
-        median_of=lambda values: statistics.median(values) if values else 0,
+    return render_page(
+        "report.html", summary=summary, title=title, figures=figures, lang=lang, say=say,
+        shown_kinds=shown_kinds, low=low, median=median, high=high, tries=tries or [],
+        deadline=deadline, median_of=lambda values: statistics.median(values) if values else 0,
         readable=lambda kind: readable(kind, lang, folders))
 
 
@@ -497,13 +491,7 @@ def write_report(course: Course | None, graded: list[Graded], out: Path, lang: s
                                                      deadline=deadline is not None,
                                                      folders=folders))
         pages.append(folder / "index.html")
-    links = "".join(f'<li><a href="{html.escape(path.parent.name)}/index.html">'
-                    f"{html.escape(path.parent.name)}</a></li>" for path in pages)
-    skipped = "".join(f"<li>{html.escape(line)}</li>" for line in problems or [])
-    write_atomically(Path(out) / "index.html", (
-        f'<!DOCTYPE html><html lang="{html.escape(lang)}"><head><meta charset="utf-8">'
-        f"<title>{html.escape(say('Class report'))}</title></head><body>"
-        f"<h1>{html.escape(say('Class report'))}</h1><ul>{links}</ul>"
-        + (f"<h2>{html.escape(say('Not read'))}</h2><ul>{skipped}</ul>" if skipped else "")
-        + "</body></html>\n"))
+    write_atomically(Path(out) / "index.html", render_page(
+        "report-index.html", lang=lang, say=say, pages=[path.parent.name for path in pages],
+        problems=problems or []))
     return pages

@@ -26,6 +26,7 @@ from pathlib import Path
 from tfcourse import notebook
 from tfcourse.course import Course
 from tfcourse.batch.results import write_atomically
+from tfcourse.pages import markup, render as render_page
 
 K = 25                  # tokens in a fingerprint's k-gram (copydetect's noise threshold)
 WINDOW = 4              # winnowing window: a match of K + WINDOW - 1 tokens is always found
@@ -270,63 +271,30 @@ def _highlighted(code: str, slices) -> str:
 
 def pair_page(pair: Pair, documents: dict[str, Document]) -> str:
     left, right = documents[pair.first], documents[pair.second]
-    columns = "".join(
-        f"<div><h2>{html.escape(doc.name)} ({share:.0%})</h2>"
-        f"<pre>{_highlighted(doc.code, doc_slices)}</pre></div>"
-        for doc, share, doc_slices in ((left, pair.share_first, pair.slices[0]),
-                                       (right, pair.share_second, pair.slices[1])))
-    return f"""<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">
-<title>{html.escape(pair.first)} and {html.escape(pair.second)}</title>
-<style>body {{ font-family: system-ui, sans-serif; margin: 1rem; }}
-.sides {{ display: grid; grid-template-columns: 1fr 1fr; gap: 1rem; }}
-pre {{ font-size: .8rem; white-space: pre-wrap; background: #fafafa; padding: .5rem; }}
-mark {{ background: #ffe08a; }} .about {{ color: #555; max-width: 60rem; }}</style></head><body>
-<h1>{html.escape(pair.first)} and {html.escape(pair.second)}: {pair.similarity:.0%}</h1>
-<p class="about">{html.escape(ABOUT)} Highlighted: the code found on both sides.</p>
-<div class="sides">{columns}</div></body></html>
-"""
+    return render_page(
+        "similarity-pair.html", pair=pair, about=ABOUT,
+        sides=[{"name": doc.name, "share": share, "code": markup(_highlighted(doc.code, slices))}
+               for doc, share, slices in ((left, pair.share_first, pair.slices[0]),
+                                          (right, pair.share_second, pair.slices[1]))])
 
 
 def write_pages(pairs: list[Pair], groups: list[list[str]], documents: list[Document], out: Path,
                 threshold: float, problems: list[str]) -> Path:
     by_name = {doc.name: doc for doc in documents}
-    rows = []
+    listed = []
     for number, pair in enumerate(pairs[:PAGES], 1):
         page = f"pair-{number:04d}.html"
         write_atomically(Path(out) / page, pair_page(pair, by_name))
-        rows.append(f'<tr><td>{number}</td><td><a href="{page}">{html.escape(pair.first)} — '
-                    f"{html.escape(pair.second)}</a></td><td>{pair.similarity:.0%}</td>"
-                    f"<td>{pair.share_first:.0%} / {pair.share_second:.0%}</td></tr>")
-    if len(pairs) > PAGES:
-        rows.append(f'<tr><td colspan="4">… and {len(pairs) - PAGES} more in pairs.csv</td></tr>')
+        listed.append({"number": number, "page": page, "pair": pair})
     text = io.StringIO()
     writer = csv.writer(text)
     writer.writerow(["first", "second", "similarity", "share_first", "share_second"])
     writer.writerows([pair.first, pair.second, f"{pair.similarity:.4f}",
                       f"{pair.share_first:.4f}", f"{pair.share_second:.4f}"] for pair in pairs)
     write_atomically(Path(out) / "pairs.csv", text.getvalue())
-    listed = "".join(f"<li>{html.escape(', '.join(group))}</li>" for group in groups)
-    unread = "".join(f"<li>{html.escape(line)}</li>" for line in problems)
-    students = sum(not doc.known for doc in documents)
-    index = f"""<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">
-<title>Similarity between submissions</title>
-<style>body {{ font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto;
-padding: 0 1rem; }} table {{ border-collapse: collapse; width: 100%; }}
-td, th {{ border-bottom: 1px solid #ddd; padding: .3rem .5rem; text-align: left; }}
-.about {{ background: #eef4fb; border-left: 4px solid #4a78b5; padding: .5rem 1rem; }}
-</style></head><body>
-<h1>Similarity between submissions</h1>
-<p class="about">{html.escape(ABOUT)}</p>
-<p>{students} submissions compared; {len(pairs)} pairs share at least {threshold:.0%} of their
-code each way (pairs.csv has them all).</p>
-<h2>Pairs to read, the most similar first</h2>
-<table><tr><th>#</th><th>pair</th><th>similarity</th><th>each side's share</th></tr>
-{''.join(rows) or '<tr><td colspan="4">none</td></tr>'}</table>
-<h2>Groups of three or more</h2><ul>{listed or '<li>none</li>'}</ul>
-{f'<h2>Not read</h2><ul>{unread}</ul>' if unread else ''}
-</body></html>
-"""
-    write_atomically(Path(out) / "index.html", index)
+    write_atomically(Path(out) / "index.html", render_page(
+        "similarity-index.html", about=ABOUT, students=sum(not doc.known for doc in documents),
+        pairs=pairs, listed=listed, threshold=threshold, groups=groups, problems=problems))
     return Path(out) / "index.html"
 
 

@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import queue
 import select
@@ -44,6 +45,8 @@ from .launch import (NOT_ORPHANS, Fresh, Sandbox, SandboxConfig, _memory_file, c
                      course_standins, kernel_environment, start_keeper)
 from .limits import Cgroup
 from .plan import bwrap_options, environment, zygote_plan
+
+log = logging.getLogger(__name__)
 
 SWITCH = "TFCOURSE_STUDENT_FORKS"
 # What the zygote may do inside bubblewrap: make each student's namespaces and mounts, drop to the
@@ -73,15 +76,31 @@ def fork_key(config: SandboxConfig) -> str | None:
     torch thread, a refusal)."""
     isolation = choose_isolation(config)
     user = isolation.user
-    if isolation.mode != "bwrap" or os.geteuid() != 0 or user is None or config.gpu or \
-            isolation.refusal or config.threads != 1:
-        return None          # (torch starts a thread at import with more: a fork keeps one)
+    if unforkable(config, isolation) is not None:
+        return None
     base = Path("<base>")
     arguments, python = bwrap_options(dataclasses.replace(config, files={}), base, user)
     shown = environment(config, isolation.mode, base, kernel_environment(config.cpu_kernels))
     text = json.dumps([arguments, str(python), shown, user, sorted(config.harness.items()),
                        config.threads])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def unforkable(config: SandboxConfig, isolation=None) -> str | None:
+    """Why the students' processes of sandboxes made with `config` cannot be forked from a zygote
+    (see `fork_key`), or None when they can."""
+    isolation = isolation or choose_isolation(config)
+    if isolation.refusal:
+        return f"grading refuses to run student code here ({isolation.refusal})"
+    if isolation.mode != "bwrap":
+        return f"the sandbox is {isolation.mode}, not bubblewrap"
+    if os.geteuid() != 0 or isolation.user is None:
+        return "not grading as root with a sandbox user"
+    if config.gpu:
+        return "the students' processes have a GPU"
+    if config.threads != 1:          # torch starts a thread at import with more: a fork keeps one
+        return f"{config.threads} torch threads per process, not 1"
+    return None
 
 
 def fitting(config: SandboxConfig, zygote: "Zygote | None") -> str | None:
@@ -205,6 +224,8 @@ class Zygotes:
         """The zygote for `course` (started on first use, once more if it died), or None where
         none can be used: turned off, not grading as root in bubblewrap, or it failed."""
         if not enabled():
+            log.debug("zygotes turned off (%s=0): each student's process is started afresh",
+                      SWITCH)
             return None
         wanted = json.dumps([str(course.root), threads, course_standins(course),
                              repr(course.sandbox), repr(course.limits)])
@@ -216,6 +237,11 @@ class Zygotes:
                 return self.host
             if self.host.refused:               # it would refuse again (torch's threads)
                 self.starts = STARTS
+                log.warning("the zygote refused at its start (%s): each student's process is "
+                            "started afresh", self.host.refused)
+            else:
+                log.warning("the zygote ended: another is started (%d of %d so far)",
+                            self.starts, STARTS)
             self.host.close()
             self.host = None
         if self.starts >= STARTS:
@@ -223,15 +249,20 @@ class Zygotes:
         self.starts += 1
         host = None
         try:
-            host = Zygote(SandboxConfig.from_course(course, {}, threads, []))
+            config = SandboxConfig.from_course(course, {}, threads, [])
+            host = Zygote(config)
             if host.key is None:                # this machine does not allow it
                 self.starts = STARTS
+                log.info("no zygote: %s; each student's process is started afresh",
+                         unforkable(config))
             else:
                 host.start()
                 self.host = host
                 return host
         except (OSError, subprocess.SubprocessError) as error:
             print(f"tfcourse: no zygote for the students' processes ({error})", file=sys.stderr)
+            log.warning("no zygote for the students' processes (%s: %s): each is started afresh",
+                        type(error).__name__, error)
         if host is not None:
             host.close()
         return None
@@ -493,13 +524,17 @@ class HandedZygote:
         if self._control is None:
             try:
                 self._control = socket.socket(fileno=os.dup(self.fd))
-            except OSError:
+            except OSError as error:
+                log.warning("the zygote handed to this grader is unusable (descriptor %d: %s): "
+                            "each student's process is started afresh", self.fd, error)
                 return None
         return self._control
 
     def failed(self, why: str) -> None:
         self.broken.append(why)
         print(f"tfcourse: a student's process is started afresh: {why}", file=sys.stderr)
+        log.warning("the zygote is unusable (%s): this grader starts each student's process "
+                    "afresh", why)
 
 
 def open_sandbox(config: SandboxConfig) -> Sandbox:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import resource
 import shutil
@@ -47,6 +48,8 @@ from .plan import (HARNESS, OPEN_FILES, LaunchPlan, keeper_spec, launch_plan,  #
 from .settings import (Isolation, SandboxConfig,  # noqa: F401
                        bwrap_works, choose_isolation, course_standins, sandbox_folder)
 
+log = logging.getLogger(__name__)
+
 WATCH_SECONDS = 0.2
 # Children of this process that are no sandbox's orphans: the keepers of the zygotes it holds
 # (forked.py), where it also opens sandboxes of its own (tests do)
@@ -67,9 +70,48 @@ def cpu_flags() -> frozenset[str]:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("flags"):
                 return frozenset(line.partition(":")[2].split())
-    except OSError:
-        pass
+    except OSError as error:
+        log.info("/proc/cpuinfo cannot be read (%s): torch picks its CPU kernels", error)
     return frozenset()
+
+
+_TOLD: set[str] = set()     # the reasons already logged at WARNING by this process
+
+
+def sandbox_cgroup(limits, parents: dict[str, str] | None = None) -> Cgroup | None:
+    """A cgroup of its own for a sandbox (`Cgroup.create`), or None where this machine refuses
+    one: then the watchdog keeps its limits by polling, and the log says why (at WARNING once a
+    process, each later sandbox at DEBUG)."""
+    cgroup = Cgroup.create(limits, parents)
+    if cgroup is None:
+        why = why_no_cgroup(parents)
+        log.log(logging.DEBUG if why in _TOLD else logging.WARNING,
+                "no cgroup for the sandbox (%s): the watchdog keeps its limits by polling", why)
+        _TOLD.add(why)
+    return cgroup
+
+
+def why_no_cgroup(parents: dict[str, str] | None = None) -> str:
+    """Why `Cgroup.create` made none, as far as this process can see: where it was asked to make
+    one, or where this process's own cgroup is and whether it may write there."""
+    if parents:
+        return "none could be made in " + ", ".join(
+            f"{folder} ({controller or 'v2'})" for controller, folder in sorted(parents.items()))
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError as error:
+        return f"/proc/self/cgroup cannot be read: {error}"
+    for line in lines:
+        number, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if number == "0" and not controllers:           # cgroup v2
+            folder = Path("/sys/fs/cgroup") / path.lstrip("/")
+            parent = folder.parent if folder != Path("/sys/fs/cgroup") else folder
+            return (f"this process's cgroup v2 is {folder}; neither it nor {parent} lets it "
+                    f"make one with memory.max and pids.max"
+                    + ("" if os.access(parent, os.W_OK) else f" ({parent} is not writable)"))
+    return ("no cgroup v2, and the cgroup v1 memory and pids controllers refused a group beside "
+            "this process's (" + "; ".join(lines) + ")")
 
 
 def kernel_environment(cpu_kernels: str) -> dict[str, str]:
@@ -135,7 +177,7 @@ class Fresh:
 
     def start(self, sandbox: Sandbox) -> tuple[subprocess.Popen, int, int]:
         """The keeper, and the two ends of the request channel (to the process, from it)."""
-        sandbox.cgroup = Cgroup.create(sandbox.config.limits, sandbox.config.cgroup_parents)
+        sandbox.cgroup = sandbox_cgroup(sandbox.config.limits, sandbox.config.cgroup_parents)
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         process = start_keeper(sandbox._plan(), to_child_r, from_child_w, subprocess.PIPE)

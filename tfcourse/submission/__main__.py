@@ -22,6 +22,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from tfcourse import logs
 from tfcourse.course import load_course
 
 from ..process import PARENT_OPTION, die_with_parent, hide_command_line, set_subreaper
@@ -181,6 +182,7 @@ def job_of(options) -> Job:
 
 def main(argv=None) -> int:
     options = parse(argv)
+    logs.configure_from_environment()
     if argv is None:                   # a fresh interpreter: its command line names the paths
         hide_command_line("tfcourse.submission")
     die_with_parent(options.parent)    # before any sandbox is started
