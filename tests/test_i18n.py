@@ -107,55 +107,8 @@ def said_anywhere(course) -> set[str]:
     return said
 
 
-# Translations of texts since reworded, left in autograder/locale/es.yaml (the new texts have
-# theirs): to delete there, and from here with them.
-STALE = {
-    "autograder": {
-        "{what} should return a number",
-        "the model's logits",
-        "no notebook of this course was found in {name} (expected one of: {expected})",
-        "with {name}, a blocked key (mask True) got weight up to {w:.3f}; it must get 0",
-        "this is pre-norm (norm, sublayer, add); the paper's layer is post-norm: "
-        "norm(x + dropout(sublayer(x)))",
-        "this is pre-norm; the paper's layer is post-norm: norm(x + dropout(sublayer(x)))",
-        "the residual connections are missing",
-        "the layer never called {path}",
-        "the layer ignores its mask: self_attn was called without it",
-        "self_attn did not receive the layer's mask as it was given",
-        "the layer's output in eval mode with dropout 0.5",
-        "{path} was called without a mask; it should get {name}",
-        "{path} received the wrong mask: self_mask goes to self-attention and memory_mask to "
-        "cross-attention",
-        "{path} did not receive {name} as it was given",
-        "cross-attention must take its keys and values from the memory (the encoder's output); "
-        "it got {what}",
-        "self-attention must take its keys and values from the decoder's own input, the same "
-        "tensor as its queries",
-        "adding padding changed the prediction: pads must be masked as keys (pass padding_mask "
-        "to every layer) and left out of the mean",
-        "adding padding changed the prediction: {cause}",
-        "the output layer must reuse the embedding matrix (logits = h E^T), not a matrix of its "
-        "own ({names})",
-        "the output layer does not reach the embedding matrix: rows of tokens that are not in "
-        "the input got no gradient. Use self.embedding.weight itself for the output (no copy, no "
-        ".data, no detach)",
-        "cannot load the reference's weights into Transformer by name (missing: {missing}; "
-        "unexpected: {unexpected})",
-        "greedy_decode on the fresh sequences",
-        "after training with the course's recipe, greedy decoding sorted {acc:.1%} of {n:,} "
-        "fresh sequences; more than {goal:.0%} is needed",
-        "greedy_decode's answers are not what the model predicts ({share:.1%} agree with the "
-        "model's own argmax): the answer must come from the model",
-        "with its weights replaced by random numbers the model still sorted {acc:.0%} of the "
-        "sequences: the answer does not come from the trained weights",
-        "{module} is the same module as {other}: each sublayer needs a module of its own (for "
-        "example self.{module} = nn.LayerNorm(d_model))",
-        "greedy_decode emitted BOS; BOS only starts the decoder's input",
-        "one token per position, never BOS, and `length` is respected",
-        "with a causal mask, changing token 4 changed the outputs of tokens 0-3: pass the mask "
-        "on to the attention, and check that scaled_dot_product_attention masks (check.sdpa)",
-    },
-}
+# Translations of texts since reworded, to delete from a catalog (and from here with them).
+STALE: dict[str, set[str]] = {}
 
 
 @pytest.mark.parametrize("folder", ["tfcourse", "autograder", "visible"])
