@@ -75,6 +75,10 @@ def sdpa(scaled_dot_product_attention):
     _ok("the scores are scaled by 1/sqrt(d_k)")
     mask = torch.ones(5, 7, dtype=torch.bool).triu(1)
     _, masked = _call("scaled_dot_product_attention", scaled_dot_product_attention, q, k, v, mask)
+    if masked[..., mask].abs().max() > 1e-6 and _close(masked, weights):
+        _fail("the weights with the mask are those without it: the mask had no effect. "
+              "masked_fill returns a new tensor and leaves scores as they were: keep its result "
+              "(scores = scores.masked_fill(mask, ...)) or use masked_fill_")
     if masked[..., mask].abs().max() > 1e-6:
         _fail("where the mask is True the weight must be 0 (True means blocked); "
               "fill those scores with -inf before the softmax")

@@ -113,3 +113,12 @@ BUGS += [
         es={"sdpa.values": ("scaled_dot_product_attention modificó in place su argumento q",
                             "q.clone()")}),
 ]
+
+# the result of masked_fill dropped: the scores stay as they were, so the mask changes nothing, and
+# "fill the scores with -inf" repeats what the student believes they did
+BUGS += [
+    bug("sdpa_masked_fill_result_dropped", A, "sdpa-code", FILL,
+        'scores.masked_fill(mask, float("-inf"))',
+        {"sdpa.mask": ("no effect", "new tensor", "masked_fill_")}, exact=True,
+        es={"sdpa.mask": ("ningún efecto", "tensor nuevo", "masked_fill_")}),
+]
