@@ -38,6 +38,35 @@ def test_the_committed_example_class_is_what_the_build_makes(course):
     assert exampleclass.stale(course) == [], "run `tfcourse build` and commit examples/"
 
 
+def test_a_stale_example_class_is_named(tmp_path):
+    """build --check lists the example class as stale when a bug of the catalogue (or the solution
+    or the release) changed, and a file it no longer makes."""
+    import shutil
+
+    from tfcourse.course import load_course
+    copy = tmp_path / "course"
+    copy.mkdir()
+    for name in ("course.yaml", "source", "release", "examples", "tests", "autograder", "visible"):
+        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, copy / name)
+    catalogue = copy / "tests" / "catalogue" / "attention.py"
+    catalogue.write_text(catalogue.read_text().replace(
+        '"q @ k.transpose(-2, -1)",\n        {"sdpa.values": "sqrt(d_k)"}',
+        '"q @ k.transpose(-2, -1) * 1.0",\n        {"sdpa.values": "sqrt(d_k)"}', 1))
+    (copy / "examples" / "class" / "example-solution" / "notes.txt").write_text("mine")
+    import sys
+    for name in [name for name in sys.modules if name == "catalogue" or
+                 name.startswith("catalogue.")]:
+        sys.modules.pop(name)          # the copy's catalogue, not the one the tests imported
+    try:
+        found = exampleclass.stale(load_course(copy))
+    finally:
+        for name in [name for name in sys.modules if name == "catalogue" or
+                     name.startswith("catalogue.")]:
+            sys.modules.pop(name)
+    assert found == ["examples/class/example-no-scale/01-attention/attention.ipynb is stale",
+                     "examples/class/example-solution/notes.txt should not be there"], found
+
+
 def test_every_submission_of_the_readme_is_in_the_class(course):
     made = {(path.parts[-3], path.parts[-2]) for path in exampleclass.example_class(course)
             if path.suffix == ".ipynb"}
