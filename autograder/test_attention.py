@@ -75,7 +75,8 @@ def test_sdpa_softmax(ctx):
     scores = q.double() @ k.double().transpose(-2, -1)
     if any(close(weights, candidate, 1e-4, 1e-4) for candidate in (scores, scores / 2)):
         raise Fail("the second value returned is the scores, not the weights: return the "
-                   "softmax of the scores")
+                   "softmax of the scores (scores.softmax(dim=-1) returns a new tensor and "
+                   "leaves scores as they were: keep its result)")
     _, sharper = _sdpa(ctx, q * 2, k, v)
     expect_varies(weights, sharper, "the weights", "the queries were doubled")
     if (weights < -1e-6).any() or not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):

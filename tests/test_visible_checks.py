@@ -261,3 +261,16 @@ def test_a_masked_fill_whose_result_is_dropped_is_told_the_fill_had_no_effect(so
     said = str(failed.value)
     assert "no effect" in said and "new tensor" in said and "masked_fill_" in said, said
     assert "fill those scores with -inf" not in said, said
+
+
+def test_a_softmax_whose_result_is_dropped_is_told_to_keep_it(sources):
+    """`scores.softmax(dim=-1)` alone, then the scores returned as the weights: "take the
+    softmax" is what the student believes they did."""
+    cells = solution_cells("01-attention")
+    wrong = replace_in(cells["sdpa-code"], "weights = scores.softmax(dim=-1)",
+                       "scores.softmax(dim=-1)\n    weights = scores")
+    namespace = _run_cells([SETUP, wrong])
+    with checks.raising(), pytest.raises(checks.CheckFailed) as failed:
+        checks.sdpa(namespace["scaled_dot_product_attention"])
+    said = str(failed.value)
+    assert "new tensor" in said and "keep its result" in said, said

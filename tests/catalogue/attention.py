@@ -122,3 +122,13 @@ BUGS += [
         {"sdpa.mask": ("no effect", "new tensor", "masked_fill_")}, exact=True,
         es={"sdpa.mask": ("ningún efecto", "tensor nuevo", "masked_fill_")}),
 ]
+
+# the result of softmax dropped: the weights returned are the scores, and "take the softmax"
+# repeats what the student believes they did
+BUGS += [
+    bug("sdpa_softmax_result_dropped", A, "sdpa-code", "weights = scores.softmax(dim=-1)",
+        "scores.softmax(dim=-1)\n    weights = scores",
+        {"sdpa.softmax": ("the scores, not the weights", "new tensor", "keep its result"),
+         "sdpa.values": ()},
+        es={"sdpa.softmax": ("tensor nuevo", "guarda su resultado")}),
+]
