@@ -2,16 +2,17 @@
 class (`tfcourse grade examples/class --out graded --skip trained.accuracy && tfcourse report
 graded`, README.md).
 
-It is generated, never edited: each submission is the release (`release/`, as the build writes it)
-with its answer cells filled in from the course's solution (`source/`), then edited as one bug of
-the course's catalogue (`tests/catalogue/`, the bugs the hidden graders are tested against) or as
-one cheat, so it follows the solution, the release and the catalogue as they change.
+It is generated, never edited, as the course's `examples/class.yaml` says: each submission is the
+release (`release/`, as the build writes it) with its answer cells filled in from the course's
+solution (`source/`), then edited as one bug of the course's catalogue (for this course
+`tests/catalogue/`, the bugs the hidden graders are tested against) or with cells of its own (a
+cheat), so it follows the solution, the release and the catalogue as they change.
 `tfcourse build` writes it; `tfcourse build --check` fails when the committed one is stale. The
 folders are nbgrader's `<student>/<assignment>/` layout (with the timestamp.txt its collect
 leaves), every student's name starting with `example-`, so that none is mistaken for a real
 student's work; examples/README.md says what each is. Notebooks carry no outputs.
 
-A course without a catalogue (no `tests/catalogue/` in its folder) has no example class.
+A course without `examples/class.yaml` has no example class.
 """
 from __future__ import annotations
 
@@ -31,42 +32,26 @@ FOLDER = Path("examples") / "class"
 TIMESTAMP = "2026-01-05 09:00:00.000000 UTC\n"
 PREFIX = "example-"
 
-# The cheat: torch's own attention inside the stub, which the course's rule forbids.
-CHEAT = '''def scaled_dot_product_attention(q, k, v, mask=None):
-    """Attention of every query over all keys (torch's own: what the course's rule forbids)."""
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None else ~mask)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(mask, float("-inf"))
-    return out, scores.softmax(dim=-1)
-'''
-
-# student -> (what it is, {assignment: None for the solution, "release" for the release as it
-# is, "cheat" for CHEAT, else a catalogue bug's name})
-CLASS = {
-    "solution": ("the course's solution, in every assignment",
-                 {"01-attention": None, "02-layers": None, "03-sorting": None}),
-    "untouched": ("the release handed in as it is: every stub still raises NotImplementedError",
-                  {"01-attention": "release", "02-layers": "release", "03-sorting": "release"}),
-    "mask-inverted": ("the mask's meaning inverted (~mask): True read as keep",
-                      {"01-attention": "sdpa_mask_inverted"}),
-    "no-scale": ("the scores not divided by sqrt(d_k)", {"01-attention": "sdpa_no_scale"}),
-    "heads-no-transpose": ("the heads split with a view alone, without the transpose",
-                           {"01-attention": "mha_split_without_transpose"}),
-    "masked-fill-dropped": ("scores.masked_fill(...) whose result is not kept",
-                            {"01-attention": "sdpa_masked_fill_result_dropped"}),
-    "cheat-torch-sdpa": ("torch's F.scaled_dot_product_attention inside the stub",
-                         {"01-attention": "cheat"}),
-}
+SPEC = Path("examples") / "class.yaml"     # the course's: who the students are, what each did
 
 
 def has_example_class(course: Course) -> bool:
-    return (course.root / "tests" / "catalogue" / "__init__.py").is_file()
+    return (course.root / SPEC).is_file()
 
 
-def _catalogue(course: Course) -> dict:
-    """The course's catalogue of bugs, by name (tests/catalogue/, imported from the course)."""
-    tests = str(course.root / "tests")
+def _spec(course: Course) -> dict:
+    import yaml
+
+    spec = yaml.safe_load((course.root / SPEC).read_text(encoding="utf-8")) or {}
+    if not isinstance(spec.get("students"), dict):
+        raise ValueError(f"{SPEC}: no `students`")
+    return spec
+
+
+def _catalogue(course: Course, folder: str) -> dict:
+    """The course's catalogue of bugs, by name (the `catalogue` package of `folder`, imported
+    from the course)."""
+    tests = str(course.root / folder)
     added = tests not in sys.path
     if added:
         sys.path.insert(0, tests)
@@ -88,25 +73,31 @@ def _solution_cells(course: Course, assignment: str) -> dict[str, str]:
     return cells
 
 
-def _answers(course: Course, assignment: str, what: str | None, bugs: dict) -> dict | None:
-    """grade_id -> code of the answer cells (None: the release as it is)."""
+def _answers(course: Course, assignment: str, what, bugs) -> dict | None:
+    """grade_id -> code of the answer cells (None: the release as it is), as SPEC says."""
     if what == "release":
         return None
     answers = _solution_cells(course, assignment)
-    if what is None:
+    if what == "solution":
         return answers
-    if what == "cheat":
-        answers["sdpa-code"] = CHEAT
+    if not isinstance(what, dict) or not ({"bug"} <= set(what) or {"cells"} <= set(what)):
+        raise ValueError(f"{SPEC}: {assignment}: {what!r} is none of solution, release, "
+                         f"{{bug: NAME}}, {{cells: {{ID: CODE}}}}")
+    for cell, code in (what.get("cells") or {}).items():
+        if cell not in answers:
+            raise ValueError(f"{SPEC}: {assignment} has no answer cell {cell!r}")
+        answers[cell] = code
+    if "bug" not in what:
         return answers
-    bug = bugs[what]
+    bug = bugs()[what["bug"]]
     if bug.port is not None or bug.assignment != assignment:
-        raise ValueError(f"example class: bug {what} does not edit {assignment}'s solution")
+        raise ValueError(f"{SPEC}: bug {bug.name} does not edit {assignment}'s solution")
     for cell, edits in bug.edits.items():
         code = answers[cell]
         for old, new in edits:
             if old not in code:
-                raise ValueError(f"example class: bug {what}: {old!r} is not in the solution's "
-                                 f"{cell} cell any more (tests/catalogue/ is out of date)")
+                raise ValueError(f"{SPEC}: bug {bug.name}: {old!r} is not in the solution's "
+                                 f"{cell} cell any more (the catalogue is out of date)")
             code = code.replace(old, new, 1)
         answers[cell] = code
     return answers
@@ -123,10 +114,10 @@ def _notebook_text(path: Path, answers: dict | None) -> str:
     return nbformat.writes(nb) + "\n"
 
 
-def _readme() -> str:
+def _readme(students: dict) -> str:
     lines = ["# The example class", "",
-             "Made-up submissions, generated by `tfcourse build` from `source/`, `release/` and "
-             "the catalogue of bugs in `tests/catalogue/` (never edit them; "
+             "Made-up submissions, generated by `tfcourse build` from `class.yaml`, `source/`, "
+             "`release/` and the course's catalogue of bugs (never edit them; "
              "`tfcourse build --check` fails when they are stale). Each folder is a student, in "
              "nbgrader's `<student>/<assignment>/` layout; no real student's work is here.", "",
              "Grade them and write the class report, from the course folder:", "",
@@ -134,25 +125,34 @@ def _readme() -> str:
              "tfcourse grade examples/class --out graded --skip trained.accuracy && "
              "tfcourse report graded",
              "```", "",
-             "The scores it prints are in the README's *Try it on the example class*.", "",
+             "The scores it prints are in the course's README.", "",
              "| student | what it is | assignments |", "|---|---|---|"]
-    for student, (said, assignments) in CLASS.items():
-        lines.append(f"| `{PREFIX}{student}` | {said} | {', '.join(assignments)} |")
+    for student, said in students.items():
+        assignments = [key for key in said if key != "about"]
+        lines.append(f"| `{PREFIX}{student}` | {said.get('about', '')} | "
+                     f"{', '.join(assignments)} |")
     return "\n".join(lines) + "\n"
 
 
 def example_class(course: Course, release: Path | None = None) -> dict[Path, str]:
     """Path -> text of every file of the example class, made from `release` (default: the
-    course's release/) and the solution; empty for a course without a catalogue."""
+    course's release/) and the solution, as SPEC says; empty for a course without SPEC."""
     if not has_example_class(course):
         return {}
+    import functools
+
     release = release or course.release_dir
-    bugs = _catalogue(course)
+    spec = _spec(course)
+    bugs = functools.cache(lambda: _catalogue(course, str(spec.get("catalogue", "tests"))))
     root = course.root / FOLDER
-    files = {root.parent / "README.md": _readme()}
+    files = {root.parent / "README.md": _readme(spec["students"])}
     by_id = {assignment.id: assignment for assignment in course.assignments}
-    for student, (_, assignments) in CLASS.items():
-        for assignment_id, what in assignments.items():
+    for student, said in spec["students"].items():
+        for assignment_id, what in said.items():
+            if assignment_id == "about":
+                continue
+            if assignment_id not in by_id:
+                raise ValueError(f"{SPEC}: {student}: no assignment {assignment_id!r}")
             folder = root / f"{PREFIX}{student}" / assignment_id
             answers = _answers(course, assignment_id, what, bugs)
             for name in by_id[assignment_id].notebooks:
