@@ -64,7 +64,7 @@ def sdpa(scaled_dot_product_attention):
     if any(_close(weights, candidate) for candidate in (scores, scores / math.sqrt(4))):
         _fail("the weights you return are the scores themselves, not their softmax: "
               "scores.softmax(dim=-1) returns a new tensor and leaves scores as they were: keep "
-              "its result (weights = scores.softmax(dim=-1))")
+              "its result")
     if (weights < -1e-6).any() or not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
         _fail("your weights do not sum to 1 over the keys (row sums from {lo:.3f} to {hi:.3f}): "
               "take the softmax over the last axis", lo=sums.min().item(), hi=sums.max().item())

@@ -16,7 +16,6 @@ A course without `examples/class.yaml` has no example class.
 """
 from __future__ import annotations
 
-import importlib
 import sys
 from pathlib import Path
 
@@ -49,18 +48,20 @@ def _spec(course: Course) -> dict:
 
 
 def _catalogue(course: Course, folder: str) -> dict:
-    """The course's catalogue of bugs, by name (the `catalogue` package of `folder`, imported
-    from the course)."""
-    tests = str(course.root / folder)
-    added = tests not in sys.path
-    if added:
-        sys.path.insert(0, tests)
-    try:
-        catalogue = importlib.import_module("catalogue")
-        return {bug.name: bug for bug in catalogue.every_bug()}
-    finally:
-        if added:
-            sys.path.remove(tests)
+    """The course's catalogue of bugs, by name: the `catalogue` package of `folder`, read in a
+    process of its own started there (the engine edits no import path), as
+    {name: {"assignment", "edits", "port"}}."""
+    import json
+    import subprocess
+
+    code = ("import json, catalogue\n"
+            "print(json.dumps({bug.name: {'assignment': bug.assignment, 'edits': bug.edits, "
+            "'port': bug.port is not None} for bug in catalogue.every_bug()}))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=course.root / folder,
+                          capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        raise ValueError(f"{SPEC}: the catalogue in {folder}/ could not be read:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _solution_cells(course: Course, assignment: str) -> dict[str, str]:
@@ -89,14 +90,17 @@ def _answers(course: Course, assignment: str, what, bugs) -> dict | None:
         answers[cell] = code
     if "bug" not in what:
         return answers
-    bug = bugs()[what["bug"]]
-    if bug.port is not None or bug.assignment != assignment:
-        raise ValueError(f"{SPEC}: bug {bug.name} does not edit {assignment}'s solution")
-    for cell, edits in bug.edits.items():
+    name = what["bug"]
+    bug = bugs().get(name)
+    if bug is None:
+        raise ValueError(f"{SPEC}: the catalogue has no bug {name!r}")
+    if bug["port"] or bug["assignment"] != assignment:
+        raise ValueError(f"{SPEC}: bug {name} does not edit {assignment}'s solution")
+    for cell, edits in bug["edits"].items():
         code = answers[cell]
         for old, new in edits:
             if old not in code:
-                raise ValueError(f"{SPEC}: bug {bug.name}: {old!r} is not in the solution's "
+                raise ValueError(f"{SPEC}: bug {name}: {old!r} is not in the solution's "
                                  f"{cell} cell any more (the catalogue is out of date)")
             code = code.replace(old, new, 1)
         answers[cell] = code
