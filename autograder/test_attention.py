@@ -119,7 +119,8 @@ def test_sdpa_softmax(ctx):
     scores = q.double() @ k.double().transpose(-2, -1)
     if any(close(weights, candidate, 1e-4, 1e-4) for candidate in (scores, scores / 2)):
         raise Fail("the second value returned is the scores, not the weights: return the "
-                   "softmax of the scores")
+                   "softmax of the scores (scores.softmax(dim=-1) returns a new tensor and "
+                   "leaves scores as they were: keep its result)")
     _, sharper = _sdpa(ctx, q * 2, k, v)
     expect_varies(weights, sharper, "the weights", "the queries were doubled")
     if (weights < -1e-6).any() or not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
@@ -193,6 +194,11 @@ def test_sdpa_mask(ctx):
             if allowed.numel() and allowed.abs().max() <= 1e-6:
                 raise Fail("with {name}, the weights are 0 where the mask is False: True means "
                            "blocked, so the mask is inverted", name=name)
+            if close(weights, plain, 1e-5, 1e-5):   # the mask changed nothing at all
+                raise Fail("with {name}, the weights are those without a mask: the mask had no "
+                           "effect. masked_fill returns a new tensor and leaves scores as they "
+                           "were: keep its result (scores = scores.masked_fill(mask, ...)) or "
+                           "use masked_fill_", name=name)
             raise Fail("with {name}, a blocked key (mask True) got weight up to {w:.3f}; it "
                        "must get 0: fill the blocked scores with -inf (or a very negative number) "
                        "before the softmax", name=name, w=float(blocked.abs().max()))

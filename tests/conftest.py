@@ -138,11 +138,19 @@ def survivors(marker: str) -> list[str]:
     return found
 
 
+ZYGOTE_READY_BOUND = 600     # s: a bound on a zygote's start, never reached unless it hangs
+
+
 @contextlib.contextmanager
 def zygote_for_sandbox(config, wanted: bool = True):
     """While inside: a zygote started for `config` (sandbox/forked.py), as a runner's thread holds
     one; a sandbox's settings name it where it fits them, as a grader's job hands it on
-    (`forked.handed(settings, host)`). None when not `wanted`."""
+    (`forked.handed(settings, host)`). None when not `wanted`.
+
+    It is handed on once it says it is ready (torch imported), however long that takes on a busy
+    machine: a request sent before has READY_SECONDS for the zygote's start and the fork together,
+    and past them the student's process starts afresh, which a test of forked processes would read
+    as a failure of what it checks."""
     from tfcourse.sandbox import forked
 
     if not wanted:
@@ -151,6 +159,9 @@ def zygote_for_sandbox(config, wanted: bool = True):
     host = forked.Zygote(config)
     assert host.key is not None, "no zygote can be used here"
     host.start()
+    if not host.wait_ready(ZYGOTE_READY_BOUND):
+        host.close()
+        raise AssertionError(f"the zygote did not start: {host.refused or 'it ended'}")
     try:
         yield host
     finally:

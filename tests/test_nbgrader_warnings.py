@@ -14,6 +14,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from nbgrader.utils import compute_checksum
 
 from conftest import ROOT, solution_cells
 from tfcourse import notebook
@@ -42,14 +43,18 @@ def test_autograde_and_feedback_warn_only_about_an_edited_locked_cell(tmp_path):
 
     nbgrader("generate_assignment", A, "--force")
     answers = solution_cells(A)
-    for student in ("alice", "bob"):         # the release just generated, answered; bob also
-        nbgrader("db", "student", "add", student)    # edits a locked cell (a test cell)
+    for student in ("alice", "bob", "carol"):    # the release just generated, answered; bob
+        nbgrader("db", "student", "add", student)    # also edits a locked cell (a test cell);
         nb = nbformat.read(str(course / "release" / A / "attention.ipynb"), as_version=4)
-        for cell in nb.cells:
-            if notebook.is_solution(cell):
+        for cell in nb.cells:                        # carol fetched an earlier release, whose
+            if notebook.is_solution(cell):           # sdpa cell had 4 points, not 6
                 cell.source = answers[notebook.grade_id(cell)]
             if student == "bob" and notebook.grade_id(cell) == "mha":
                 cell.source += "\nprint('all checks passed')"
+            if student == "carol" and notebook.grade_id(cell) == "sdpa":
+                assert cell.metadata.nbgrader["points"] != 4.0
+                cell.metadata.nbgrader["points"] = 4.0      # as that release wrote it
+                cell.metadata.nbgrader["checksum"] = compute_checksum(cell)
         (course / "submitted" / student / A).mkdir(parents=True)
         nbformat.write(nb, str(course / "submitted" / student / A / "attention.ipynb"))
 
@@ -60,6 +65,17 @@ def test_autograde_and_feedback_warn_only_about_an_edited_locked_cell(tmp_path):
         autograde
     sanitizing_bob = autograde.index(f"Sanitizing {course}/submitted/bob/")
     assert autograde.index("Attribute 'checksum'") > sanitizing_bob, autograde   # bob's only
+    sanitizing_carol = autograde.index(f"Sanitizing {course}/submitted/carol/")
+    assert autograde.index("Attribute 'checksum'") < sanitizing_carol, autograde
+    # bob's edit is said to be his; carol's cell is said to be the course's change, not hers
+    edited = [line for line in autograde.splitlines() if "edited by the student" in line]
+    assert len(edited) == 1 and "Cell mha" in edited[0], autograde
+    earlier = [line for line in autograde.splitlines() if "an earlier release" in line
+               and "edited by the student" not in line]
+    assert len(earlier) == 1 and "Cell sdpa" in earlier[0], autograde
+    assert "released with 4 points, now 6" in earlier[0], earlier
+    assert "the student did not edit it" in earlier[0], earlier
+    assert autograde.index(earlier[0]) > sanitizing_carol, autograde
     restored = (course / "autograded" / "bob" / A / "attention.ipynb").read_text()
     assert "all checks passed" not in restored           # the locked cell was put back
 

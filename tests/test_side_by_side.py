@@ -176,26 +176,42 @@ def test_the_service_refuses_students_side_by_side_in_process_mode(course, tmp_p
     assert hidden == ["tfcourse feedback-service"]
 
 
+SERVICE_READY_BOUND = 600     # s: a bound on the service's start, never reached unless it hangs
+
+
 def test_the_services_command_line_shows_no_path(tmp_path):
-    """/proc/PID/cmdline of the service named its state folder and the exchange."""
+    """/proc/PID/cmdline of the service named its state folder and the exchange. The test reads
+    it once the service says it is watching (its log line "watching ..."), however long its start
+    takes: it waited 30 s by the clock (3.3 s unloaded) and timed out at a load of 4."""
+    import threading
+
     exchange = tmp_path / f"exchange-{uuid.uuid4().hex[:8]}"
     service = subprocess.Popen(
         [sys.executable, "-m", "tfcourse", "--course", str(ROOT), "feedback-service",
          "--exchange", str(exchange), "--state", str(tmp_path / "state"), "--no-page"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    said, watching = [], threading.Event()
+
+    def read():                                 # until it ends: its log, and the ready line
+        for line in service.stderr:
+            said.append(line)
+            if " watching " in line:
+                watching.set()
+        watching.set()                          # it ended without saying so
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
-        lock = tmp_path / "state" / "lock"
-        for _ in range(300):                    # started: it holds its state folder
-            if lock.exists() or service.poll() is not None:
-                break
-            import time
-            time.sleep(0.1)
+        watching.wait(SERVICE_READY_BOUND)
+        assert service.poll() is None, "".join(said)
         shown = Path(f"/proc/{service.pid}/cmdline").read_bytes()
     finally:
         service.terminate()
-        _, err = service.communicate(timeout=30)
-    assert lock.exists(), err
+        service.wait(timeout=60)
+        reader.join(timeout=60)
+    assert any(" watching " in line for line in said), "".join(said)
+    assert (tmp_path / "state" / "lock").exists(), "".join(said)
     assert shown.startswith(b"tfcourse feedback-service\0")
     assert str(exchange).encode() not in shown and str(tmp_path).encode() not in shown
 

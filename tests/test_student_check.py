@@ -245,3 +245,48 @@ def test_a_notebook_without_its_visible_checks_says_which_could_not_run(tmp_path
         assert f"check.{group} could not run: this notebook's visible checks were not found" \
             in block, block
     assert "PASS" not in done.stdout.replace("visible checks pass", ""), done.stdout
+
+
+def _error_sections(validated: str) -> list[str]:
+    """The text under each "The error was:" of `nbgrader validate`'s report, one string each."""
+    sections = []
+    for block in validated.split("The error was:")[1:]:
+        lines = block.split("=" * 20)[0].strip().splitlines()
+        sections.append(lines)
+    return sections
+
+
+def test_nbgrader_validate_shows_a_visible_checks_whole_message(tmp_path):
+    """`nbgrader validate` (the notebook's Validate button) cut each check's message at about 80
+    characters (each traceback line is cut at its width, 90, less 3), so the hint, which comes
+    last, was lost; `tfcourse check` shows it whole. The message now comes in lines that fit."""
+    import math as _math
+
+    import torch
+    from torch import nn
+
+    from conftest import replace_in, solution_cells, visible_checks
+    path = _rule_break_and_wrong_split(tmp_path)
+    mha = replace_in(solution_cells("01-attention")["mha-code"], SPLIT,
+                     "x.view(x.shape[0], self.num_heads, x.shape[1], self.d_k)")
+    namespace = {"torch": torch, "nn": nn, "math": _math, "F": torch.nn.functional}
+    exec(solution_cells("01-attention")["sdpa-code"] + "\n" + mha, namespace)
+    checks = visible_checks()
+    checks.use_sources([])
+    os.chdir(path.parent)
+    try:
+        with checks.raising(), pytest.raises(checks.CheckFailed) as failed:
+            checks.mha(namespace["MultiHeadAttention"])
+    finally:
+        os.chdir(ROOT)
+        checks.use_sources(None)
+    message = " ".join(str(failed.value).split())
+    assert len(message) > 120, message             # long enough to have been cut
+    validate = subprocess.run([str(TFCOURSE.with_name("nbgrader")), "validate", str(path)],
+                              capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    sections = _error_sections(validate.stdout)
+    assert sections, validate.stdout + validate.stderr
+    shown = [" ".join(" ".join(lines).split()) for lines in sections]
+    assert any(message in text for text in shown), (message, validate.stdout)
+    for lines in sections:
+        assert not any(line.rstrip().endswith("...") for line in lines), validate.stdout

@@ -247,3 +247,30 @@ def test_outside_a_kernel_the_rule_cannot_be_read_and_the_check_says_so(sources)
     checks.use_sources(None)
     with checks.raising(), pytest.raises(checks.CheckNotRun, match="outside a Jupyter kernel"):
         checks.sdpa(namespace["scaled_dot_product_attention"])
+
+
+def test_a_masked_fill_whose_result_is_dropped_is_told_the_fill_had_no_effect(sources):
+    """`scores.masked_fill(mask, -inf)` alone leaves scores as they were: "fill those scores with
+    -inf" is what the student believes they did, so the check says the fill changed nothing."""
+    cells = solution_cells("01-attention")
+    wrong = replace_in(cells["sdpa-code"], 'scores = scores.masked_fill(mask, float("-inf"))',
+                       'scores.masked_fill(mask, float("-inf"))')
+    namespace = _run_cells([SETUP, wrong])
+    with checks.raising(), pytest.raises(checks.CheckFailed) as failed:
+        checks.sdpa(namespace["scaled_dot_product_attention"])
+    said = str(failed.value)
+    assert "no effect" in said and "new tensor" in said and "masked_fill_" in said, said
+    assert "fill those scores with -inf" not in said, said
+
+
+def test_a_softmax_whose_result_is_dropped_is_told_to_keep_it(sources):
+    """`scores.softmax(dim=-1)` alone, then the scores returned as the weights: "take the
+    softmax" is what the student believes they did."""
+    cells = solution_cells("01-attention")
+    wrong = replace_in(cells["sdpa-code"], "weights = scores.softmax(dim=-1)",
+                       "scores.softmax(dim=-1)\n    weights = scores")
+    namespace = _run_cells([SETUP, wrong])
+    with checks.raising(), pytest.raises(checks.CheckFailed) as failed:
+        checks.sdpa(namespace["scaled_dot_product_attention"])
+    said = str(failed.value)
+    assert "new tensor" in said and "keep its result" in said, said

@@ -195,3 +195,13 @@ def test_memory_is_limited_as_for_a_fresh_process(megabytes, killed):
         verdicts.append(first.ended_process)
     assert verdicts[0] == verdicts[1], verdicts
     assert (verdicts[0] == "used more than 1024 MB of memory") == killed
+
+
+def test_a_test_is_handed_a_zygote_only_once_it_is_ready():
+    """Three forked cases of test_sandbox.py failed once on a loaded machine: their first request
+    reached a zygote still importing torch, whose start and fork together took longer than the
+    READY_SECONDS a request waits, so the student's process started afresh and the case read it as
+    not forked. The tests' zygote is handed on once its ready pipe says so, however long that is."""
+    with zygote_for_sandbox(SandboxConfig(**CONFIG)) as host:
+        assert host._ready_fd < 0 and host.refused is None and host.usable()
+        assert "zygote.py" in reported(run(host, FINDS))["init"]

@@ -10,6 +10,8 @@
     tfcourse report GRADED --out DIR          a class report: scores, checks, messages, cost
     tfcourse similarity SUBMITTED --out DIR   pairs of submissions whose code is alike
     tfcourse config [SETTING] [--markdown]    what a course.yaml setting means, and its default
+    tfcourse doctor                           whether other accounts (students) can run this
+                                              environment: its Python and packages
 """
 from __future__ import annotations
 
@@ -308,6 +310,18 @@ def _add_config(commands) -> None:
 VERBOSE = ("log what the engine chose and why on stderr (a fallback taken: no fork server, no "
            "zygote, no cgroup): -v info, -vv debug")
 
+def cmd_doctor(options) -> int:
+    from .doctor import main
+
+    return main()
+
+
+def _add_doctor(commands) -> None:
+    doctor = commands.add_parser(
+        "doctor", help="whether other accounts (students) can run this environment: every "
+                       "folder on the way to its Python and packages searchable and readable")
+    doctor.set_defaults(run=cmd_doctor)
+
 
 def parser(argv=None) -> argparse.ArgumentParser:
     """The command line."""
@@ -323,6 +337,7 @@ def parser(argv=None) -> argparse.ArgumentParser:
     _add_check_and_gradescope(commands)
     _add_insights(commands)
     _add_config(commands)
+    _add_doctor(commands)
     _add_feedback_service(commands, argv)
     for command in commands.choices.values():       # before the command or after it
         command.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,

@@ -60,6 +60,11 @@ def sdpa(scaled_dot_product_attention):
     _shape(weights, (2, 3, 5, 7), "the weights for those inputs")
     _ok("shapes: output [2, 3, 5, 6] and weights [2, 3, 5, 7]")
     sums = weights.sum(-1)
+    scores = q @ k.transpose(-2, -1)
+    if any(_close(weights, candidate) for candidate in (scores, scores / math.sqrt(4))):
+        _fail("the weights you return are the scores themselves, not their softmax: "
+              "scores.softmax(dim=-1) returns a new tensor and leaves scores as they were: keep "
+              "its result")
     if (weights < -1e-6).any() or not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
         _fail("your weights do not sum to 1 over the keys (row sums from {lo:.3f} to {hi:.3f}): "
               "take the softmax over the last axis", lo=sums.min().item(), hi=sums.max().item())
@@ -75,6 +80,10 @@ def sdpa(scaled_dot_product_attention):
     _ok("the scores are scaled by 1/sqrt(d_k)")
     mask = torch.ones(5, 7, dtype=torch.bool).triu(1)
     _, masked = _call("scaled_dot_product_attention", scaled_dot_product_attention, q, k, v, mask)
+    if masked[..., mask].abs().max() > 1e-6 and _close(masked, weights):
+        _fail("the weights with the mask are those without it: the mask had no effect. "
+              "masked_fill returns a new tensor and leaves scores as they were: keep its result "
+              "(scores = scores.masked_fill(mask, ...)) or use masked_fill_")
     if masked[..., mask].abs().max() > 1e-6:
         _fail("where the mask is True the weight must be 0 (True means blocked); "
               "fill those scores with -inf before the softmax")

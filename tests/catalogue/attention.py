@@ -135,3 +135,22 @@ BUGS += [
         {"mha.self": "w_q and w_k are swapped", "mha.cross": "w_q and w_k are swapped"},
         es={"mha.self": "w_q y w_k están intercambiadas"}),
 ]
+
+# the result of masked_fill dropped: the scores stay as they were, so the mask changes nothing, and
+# "fill the scores with -inf" repeats what the student believes they did
+BUGS += [
+    bug("sdpa_masked_fill_result_dropped", A, "sdpa-code", FILL,
+        'scores.masked_fill(mask, float("-inf"))',
+        {"sdpa.mask": ("no effect", "new tensor", "masked_fill_")}, exact=True,
+        es={"sdpa.mask": ("ningún efecto", "tensor nuevo", "masked_fill_")}),
+]
+
+# the result of softmax dropped: the weights returned are the scores, and "take the softmax"
+# repeats what the student believes they did
+BUGS += [
+    bug("sdpa_softmax_result_dropped", A, "sdpa-code", "weights = scores.softmax(dim=-1)",
+        "scores.softmax(dim=-1)\n    weights = scores",
+        {"sdpa.softmax": ("the scores, not the weights", "new tensor", "keep its result"),
+         "sdpa.values": ()},
+        es={"sdpa.softmax": ("tensor nuevo", "guarda su resultado")}),
+]

@@ -22,7 +22,10 @@
   gradebook holds it, without nbgrader's false alarm: nbgrader warns `Attribute 'checksum' for cell
   sdpa has changed!` for every test cell of every submission, because the gradebook holds a test
   cell with its hidden tests and students were given it without them. This step restores those
-  cells just the same, and warns only when a student changed a locked cell.
+  cells just the same, and warns only when a student changed a locked cell. A cell as an earlier
+  release gave it (the course changed its points or text after the student fetched) is said to be
+  the course's change, in one line, not the student's: a release writes into each locked cell the
+  checksum of its text and points, so a cell that still matches its own checksum was not edited.
 - `ClearHiddenTestsOnPage` and `SanitizeMarkdown` declare nbconvert's `display_data_priority`
   setting, as nbgrader's `GetGrades` does: nbconvert's HTML exporter sets it for every step of
   `generate_feedback`, and a step that does not declare it logs `Config option
@@ -284,31 +287,92 @@ class ClearHiddenTestsOnPage(ClearHiddenTests):
 
 class OverwriteReleasedCells(OverwriteCells):
     """nbgrader's OverwriteCells, quiet about a locked cell that is as it was released (the
-    gradebook's cell without its hidden tests): see the module's docstring. Every other change
-    nbgrader reports is still reported, and every locked cell is restored as before."""
+    gradebook's cell without its hidden tests): see the module's docstring. A locked cell as an
+    earlier release gave it (a student who fetched before the instructor changed its points or
+    text) is said to be the instructor's change, once, not a student's edit. Every other change
+    nbgrader reports is still reported, said to be the student's, and every locked cell is
+    restored as before."""
 
     _as_released = False
+    _earlier: str | None = None          # how an earlier release's cell differs from this one
+    _earlier_changes: list = []
 
     def preprocess_cell(self, cell, resources, cell_index):
         self._as_released = self._is_as_released(cell)
-        return super().preprocess_cell(cell, resources, cell_index)
+        self._earlier = None if self._as_released else self._as_an_earlier_release(cell)
+        self._earlier_changes = []
+        cell, resources = super().preprocess_cell(cell, resources, cell_index)
+        if self._earlier is not None and self._earlier_changes:
+            self.log.info("Cell %s is as an earlier release gave it (%s): the course changed it "
+                          "after this student fetched the assignment, the student did not edit "
+                          "it; it is graded as the gradebook holds it now",
+                          nbtools.grade_id(cell), self._earlier)
+        return cell, resources
 
     def report_change(self, name, attr, old, new):
-        if not (attr == "checksum" and self._as_released):
-            super().report_change(name, attr, old, new)
+        if attr == "checksum" and self._as_released:
+            return
+        if self._earlier is not None and attr in ("points", "checksum"):
+            self._earlier_changes.append(attr)
+            return
+        super().report_change(name, attr, old, new)
+        if attr == "checksum":
+            self.log.warning("Cell %s was edited by the student: it is neither as this release "
+                             "nor as an earlier one gave it (its text does not match the checksum "
+                             "it was released with); it is put back as the gradebook holds it",
+                             name)
 
-    def _is_as_released(self, cell) -> bool:
+    def _source_cell(self, cell):
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if grade_id is None:
+            return None
+        try:
+            return self.gradebook.find_source_cell(grade_id, self.notebook_id, self.assignment_id)
+        except MissingEntry:
+            return None
+
+    def _released(self, cell, source):
+        """The cell as this release gave it: the gradebook's source, without its hidden tests."""
+        released = copy.deepcopy(cell)
+        released.source = source.source
+        ClearHiddenTests(config=self.config)._remove_hidden_test_region(released)
+        return released
+
+    def _is_as_released(self, cell) -> bool:
+        source = self._source_cell(cell)
+        if source is None:
             return False
         try:
-            source = self.gradebook.find_source_cell(grade_id, self.notebook_id,
-                                                     self.assignment_id)
             original = copy.deepcopy(cell)
             original.source = source.source
-            released = copy.deepcopy(original)
-            ClearHiddenTests(config=self.config)._remove_hidden_test_region(released)
-            return (released.source == cell.source
+            return (self._released(cell, source).source == cell.source
                     and compute_checksum(original) == source.checksum)
-        except (MissingEntry, KeyError, RuntimeError):
+        except (KeyError, RuntimeError):
             return False
+
+    def _as_an_earlier_release(self, cell) -> str | None:
+        """How the cell differs from this release's, when it is as an earlier release gave it:
+        unchanged since that release wrote its checksum (which covers its text and points), with
+        another text or other points than this release's. None when the student changed it, or
+        when it is no locked cell nbgrader checks."""
+        meta = cell.metadata.get("nbgrader", {})
+        source = self._source_cell(cell)
+        if source is None or not source.locked or not meta.get("locked"):
+            return None
+        try:
+            if meta.get("checksum") != compute_checksum(cell):
+                return None                    # changed after it was released: the student
+            released = self._released(cell, source)
+        except (KeyError, RuntimeError, ValueError):
+            return None
+        if released.source != cell.source:
+            return "another text than this release's"
+        try:
+            now = float(self.gradebook.find_graded_cell(
+                meta.get("grade_id"), self.notebook_id, self.assignment_id).max_score)
+        except MissingEntry:
+            return "the same text"
+        given = meta.get("points")
+        if given is not None and float(given) != now:
+            return f"the same text, released with {float(given):g} points, now {now:g}"
+        return "the same text"

@@ -1,9 +1,10 @@
 """Generating what is built from source/: points in the notebooks, helper modules, release/,
 solutions/.
 
-`build(course)` writes them; `check(course)` builds into a scratch folder and lists every committed
-file that differs. release/ and solutions/ come from nbgrader's own converters, configured by the
-course's nbgrader_config.py, so `nbgrader generate_assignment` run by hand gives the same release.
+`build(course)` writes them, and the example class (exampleclass.py); `check(course)` builds into
+a scratch folder and lists every committed file that differs. release/ and solutions/ come from
+nbgrader's own converters, configured by the course's nbgrader_config.py, so `nbgrader
+generate_assignment` run by hand gives the same release.
 Execution outputs are not compared (timings and plots vary), only sources and cell metadata.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ import nbformat
 from .. import notebook
 from ..course import Course
 from ..source import helper_module, source_notebook
+from . import exampleclass
 from .examples import example_files, payloads
 from .gradebook import disagreements as gradebook_disagreements
 from .gradebook import gradebook_url
@@ -164,6 +166,8 @@ def build(course: Course, lang: str | None = None, execute: bool = True, log=pri
     run_nbgrader(course, release, solutions, lang, execute, db_url=db_url, log=log)
     if db_url:
         log("nbgrader's gradebook holds course.yaml's points")
+    if release == course.release_dir:          # made from the course's own release
+        exampleclass.write(course, log)
     failing = failed_cells(solutions, _shown(course, solutions).rstrip("/")) if execute else []
     if failing:
         raise BuildError("\n".join(failing) + "\nThe solutions were written, but a solution "
@@ -250,6 +254,8 @@ def check(course: Course, lang: str | None = None, out: Path | None = None) -> l
         stale += _compare_trees(release, release_dir, _shown(course, release_dir).rstrip("/"))
         stale += _compare_trees(solutions, solutions_dir,
                                 _shown(course, solutions_dir).rstrip("/"))
+        if release_dir == course.release_dir:  # what the build would make of that release
+            stale += exampleclass.stale(course, release)
     if release_dir == course.release_dir:
         stale += [f"gradebook: {line}" for line in gradebook_disagreements(course)]
     stale += failed_cells(solutions_dir, _shown(course, solutions_dir).rstrip("/"))

@@ -183,6 +183,14 @@ class Zygote:
                     self.refused = said.decode("utf-8", "replace") or "it ended at once"
         return self.refused is None and self.sandbox.alive()
 
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait, at most `timeout` seconds, until the zygote says whether it started (its ready
+        pipe, once torch is imported); whether it is usable. A request sent before then waits for
+        it within the READY_SECONDS a student's process has to be made."""
+        if self._ready_fd >= 0:
+            select.select([self._ready_fd], [], [], timeout)
+        return self.usable() and self._ready_fd < 0
+
     def close(self) -> None:
         if self.control is not None:
             self.control.close()                # the zygote's loop ends

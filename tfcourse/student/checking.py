@@ -84,7 +84,7 @@ class CheckFailed(AssertionError):
     only its message, in red: the traceback would point into this file, not to the problem."""
 
     def _render_traceback_(self):          # IPython's hook for an exception's own display
-        return [_red(str(self))]
+        return _red_lines(str(self))
 
 
 class CheckNotRun(CheckFailed):
@@ -94,6 +94,24 @@ class CheckNotRun(CheckFailed):
 
 def _red(message: str) -> str:
     return f"\x1b[1;31m✗ {message}\x1b[0m"
+
+
+# nbgrader's Validate shows a failing cell's traceback, line by line: `nbgrader validate` indents
+# each line by 4 and cuts it at 87 characters (its Validator.width, 90, less 3), and the button's
+# dialog shows each line unwrapped. A check's message is one long line whose hint comes last, so
+# it is shown as lines this wide: whole in both (ename and evalue keep the message in one line).
+SHOWN_WIDTH = 76
+
+
+def _red_lines(message: str) -> list[str]:
+    """The message in red, as lines of at most SHOWN_WIDTH characters, words never split."""
+    import textwrap
+
+    lines = []
+    for paragraph in f"✗ {message}".split("\n"):
+        lines += textwrap.wrap(paragraph, SHOWN_WIDTH, break_long_words=False,
+                               break_on_hyphens=False) or [""]
+    return [f"\x1b[1;31m{line}\x1b[0m" for line in lines]
 
 
 def _not_run(reason: str, **params):
@@ -128,7 +146,7 @@ def _report_failure(message: str, kind: type = CheckFailed) -> None:
     shell = _shell()
     if shell is not None and hasattr(shell, "_showtraceback"):
         try:            # an error output in the cell; the cell itself ends normally
-            shell._showtraceback(kind, message, [_red(message)])
+            shell._showtraceback(kind, message, _red_lines(message))
             return
         except Exception:      # noqa: BLE001 - any shell: printing below is enough
             pass
