@@ -40,6 +40,7 @@ def graded(tmp_path_factory):
         shutil.copy(ROOT / edition / assignment / notebook, folder / notebook)
     (submitted / "alice" / "01-attention" / "timestamp.txt").write_text(
         "2026-12-01 10:00:00.000000 UTC")
+    (submitted / "alice" / "01-attention" / "submission_secret.txt").write_text("s3cr3t")
     run = tfcourse("grade", "submitted/", "--out", "graded/", "--jobs", "1", "--no-progress",
                    "--skip", "trained.accuracy", cwd=root)
     assert run.returncode == 0, run.stdout + run.stderr

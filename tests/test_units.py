@@ -527,6 +527,7 @@ def test_expand_finds_each_submission_of_a_class_folder(course, tmp_path):
     notebook_file(room / "carol" / "02-layers" / "layers.ipynb")
     for assignment in ("01-attention", "02-layers"):                     # as nbgrader collects
         (room / "carol" / assignment / "timestamp.txt").write_text("2026-12-01 10:00:00 UTC")
+        (room / "carol" / assignment / "submission_secret.txt").write_text("s3cr3t")
     notebook_file(room / ".ipynb_checkpoints" / "attention-checkpoint.ipynb")
     notebook_file(room / "README.md")
     notebook_file(tmp_path / "elsewhere" / "attention.ipynb")
@@ -551,16 +552,23 @@ def test_a_submission_nbgrader_did_not_collect_is_named_with_what_nbgrader_needs
     room = tmp_path / "submitted"
     notebook_file(room / "carol" / "01-attention" / "attention.ipynb")
     (room / "carol" / "01-attention" / "timestamp.txt").write_text("2026-12-01 10:00:00 UTC")
+    (room / "carol" / "01-attention" / "submission_secret.txt").write_text("s3cr3t")
     notebook_file(room / "erin" / "01-attention" / "attention.ipynb")       # placed by hand
+    notebook_file(room / "gail" / "01-attention" / "attention.ipynb")       # a stamp, no secret
+    (room / "gail" / "01-attention" / "timestamp.txt").write_text("2026-12-01 10:00:00 UTC")
     notebook_file(room / "frank" / "attention.ipynb")                  # not nbgrader's layout
     found = runner.survey(course, [room])
     assert [item.name for item in found.submissions] == ["carol/01-attention",
-                                                         "erin/01-attention", "frank"]
-    assert len(found.warnings) == 1
-    path, what = found.warnings[0]
+                                                         "erin/01-attention", "frank",
+                                                         "gail/01-attention"]
+    assert len(found.warnings) == 2
+    (path, what), (gail, secret) = found.warnings
     assert path == str(room / "erin" / "01-attention")
-    assert "no timestamp.txt" in what and "nbgrader release_feedback 01-attention" in what
+    assert "no timestamp.txt and submission_secret.txt" in what
+    assert "nbgrader release_feedback 01-attention" in what
     assert "--CourseDirectory.student_id_exclude=erin" in what
+    assert gail == str(room / "gail" / "01-attention")
+    assert secret.startswith("no submission_secret.txt")    # release_feedback reads it too
     assert "warning: no timestamp.txt" in runner.table([], [], found.warnings)
 
 

@@ -149,7 +149,7 @@ BUGS += [
         "causal_mask(memory.shape[1])",
         dict.fromkeys(("model.tied", "model.values", "model.causal", "model.padding"),
                       ("memory's length", "causal_mask(tgt_in.shape[1])")),
-        es={"model.values": ("largo de la memoria", "causal_mask(tgt_in.shape[1])")}),
+        es={"model.values": ("longitud de la memoria", "causal_mask(tgt_in.shape[1])")}),
     bug("model_logits_not_transposed", A, "model-code", "return y @ self.embedding.weight.T",
         "return y @ self.embedding.weight",
         dict.fromkeys(("model.tied", "model.values", "model.causal", "model.padding"),

@@ -153,21 +153,23 @@ class _Rule:
 
     def check_submitted(self, folder: Path, parts: tuple[str, str]) -> None:
         """nbgrader's submitted/<student>/<assignment>/: a warning when it lacks the
-        timestamp.txt that nbgrader's `submit` and `collect` put there (a folder placed by hand):
+        timestamp.txt or submission_secret.txt that nbgrader's `submit` puts there (a folder
+        placed by hand):
         its feedback's release would stop nbgrader's `release_feedback` for the whole class."""
         try:
             names = {e.name for e in listing(folder, parts, depth=1) if e.kind == "file"}
         except (Refused, OSError):
             return
-        if TIMESTAMP not in names:
+        missing = [name for name in (TIMESTAMP, SECRET) if name not in names]
+        if missing:
             student, assignment = parts
             self.out.warnings.append((str(folder.joinpath(*parts)), NO_TIMESTAMP.format(
-                student=student, assignment=assignment)))
+                student=student, assignment=assignment, missing=" and ".join(missing))))
 
 
-TIMESTAMP = "timestamp.txt"
+TIMESTAMP, SECRET = "timestamp.txt", "submission_secret.txt"
 NO_TIMESTAMP = (
-    "no timestamp.txt, so not collected by nbgrader (its submit writes timestamp.txt and "
+    "no {missing}, so not collected by nbgrader (its submit writes timestamp.txt and "
     "submission_secret.txt): graded, but `nbgrader release_feedback {assignment}` stops for the "
     "whole class at this folder. Hand {student} their feedback.html yourself and release the "
     "others' with --CourseDirectory.student_id_exclude={student}")

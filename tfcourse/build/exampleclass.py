@@ -1,6 +1,6 @@
 """The example class: a few made-up submissions that ship with the course, to grade before a real
-class (`tfcourse grade examples/class --out graded --skip trained.accuracy && tfcourse report
-graded`, README.md).
+class (`tfcourse grade examples/class --out graded-example --skip trained.accuracy && tfcourse
+report graded-example`, README.md).
 
 It is generated, never edited, as the course's `examples/class.yaml` says: each submission is the
 release (`release/`, as the build writes it) with its answer cells filled in from the course's
@@ -126,8 +126,8 @@ def _readme(students: dict) -> str:
              "nbgrader's `<student>/<assignment>/` layout; no real student's work is here.", "",
              "Grade them and write the class report, from the course folder:", "",
              "```bash",
-             "tfcourse grade examples/class --out graded --skip trained.accuracy && "
-             "tfcourse report graded",
+             "tfcourse grade examples/class --out graded-example --skip trained.accuracy && "
+             "tfcourse report graded-example --out report-example",
              "```", "",
              "The scores it prints are in the course's README.", "",
              "| student | what it is | assignments |", "|---|---|---|"]
@@ -163,7 +163,9 @@ def example_class(course: Course, release: Path | None = None) -> dict[Path, str
                 files[folder / name] = _notebook_text(release / assignment_id / name, answers)
             for helper in sorted((release / assignment_id).glob("*.py")):
                 files[folder / helper.name] = helper.read_text(encoding="utf-8")
-            files[folder / "timestamp.txt"] = TIMESTAMP      # as nbgrader's submit writes it
+            files[folder / "timestamp.txt"] = TIMESTAMP      # as nbgrader's submit writes them:
+            files[folder / "submission_secret.txt"] = f"{PREFIX}{student}-{assignment_id}\n"
+            # release_feedback reads both (the secret names the feedback's hashed folder)
     return files
 
 
