@@ -838,9 +838,10 @@ def _hogs(count: int, cpu: int) -> list[subprocess.Popen]:
 @pytest.mark.parametrize("mode", MODES)
 def test_a_loaded_machine_does_not_make_a_busy_stub_idle(mode, counted_by):
     """A stub that computes (beside four parked helper threads, as torch keeps them) on a CPU it
-    shares with four busy loops outside the sandbox gets a fifth of it: most of the time it waits
-    in the run queue, spending nothing. Runnable ('R') is not idle, so its 0.5 s idle limit does
-    not stop it, though its 1.5 CPU seconds take some 7 s of the clock."""
+    shares with four busy loops outside the sandbox gets a fifth of it (about half in a cgroup of
+    its own, which the scheduler weighs against the loops' group): much of the time it waits in
+    the run queue, spending nothing. Runnable ('R') is not idle, so its 0.5 s idle limit does not
+    stop it, though its 1.5 CPU seconds take 3 to 7 s of the clock."""
     with timed_session(mode, wait_factor=4, wait_floor=120, idle_seconds=0.5) as session:
         for pid in session._sandbox._members():
             for thread in os.listdir(f"/proc/{pid}/task"):
@@ -855,7 +856,7 @@ def test_a_loaded_machine_does_not_make_a_busy_stub_idle(mode, counted_by):
             for hog in hogs:
                 hog.kill()
                 hog.wait()
-        assert took > 3.0, took                  # it did wait for its CPU
+        assert took > 2.25, took                 # it did wait for its CPU (1.5 CPU s)
         assert session.idle_used < 0.5
 
 
