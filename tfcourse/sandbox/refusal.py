@@ -35,6 +35,7 @@ import ctypes
 import re
 import sys
 import types
+import warnings
 
 import torch
 
@@ -69,7 +70,7 @@ def refuse_attention(forbidden) -> dict:
                    for last, pattern in matchers)
 
     refused = {"operators": _refuse_operators(named_like),
-               "functions": _refuse_python(named_like, forbidden)}
+               "functions": _refuse_python(named_like)}
     sys.addaudithook(refuses_import(named_like))
     return refused
 
@@ -104,37 +105,25 @@ def _refuse_operators(named_like) -> list[str]:
     """Every operator of every namespace (aten, onnx's Attention, ...) named like a forbidden
     API, refused at each key where a kernel computes."""
     libraries, refused = {}, []
-    for full in sorted(torch._C._dispatch_get_all_op_names()):
-        namespace, _, name = full.partition("::")
-        if not named_like(name.split(".")[0]):
-            continue
-        for key in _computing_keys(full):
-            if namespace not in libraries:
-                libraries[namespace] = torch._C._dispatch_library(
-                    "IMPL", namespace, "", "<tfcourse refusal>", 0)
-            with _no_override_warning():
+    with warnings.catch_warnings():       # torch warns at each kernel an impl overrides: here
+        warnings.simplefilter("ignore")   # that is the point
+        for full in sorted(torch._C._dispatch_get_all_op_names()):
+            namespace, _, name = full.partition("::")
+            if not named_like(name.split(".")[0]):
+                continue
+            for key in _computing_keys(full):
+                if namespace not in libraries:
+                    libraries[namespace] = torch._C._dispatch_library(
+                        "IMPL", namespace, "", "<tfcourse refusal>", 0)
                 libraries[namespace].impl(name, key, _kernel(f"torch.ops.{namespace}.{name}"),
                                           False)
-            refused.append(f"{full} ({key})")
+                refused.append(f"{full} ({key})")
     # Immortal, then forgotten: destroying one of these objects would remove its refusals, and
     # with no reference left in Python (pybind11 objects are not tracked by gc) nothing reaches it.
     for library in libraries.values():
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(library))
     libraries.clear()
     return refused
-
-
-class _no_override_warning:
-    """torch warns at each kernel an impl overrides: here that is the point."""
-
-    def __enter__(self):
-        import warnings
-        self._catch = warnings.catch_warnings()
-        self._catch.__enter__()
-        warnings.simplefilter("ignore")
-
-    def __exit__(self, *exc):
-        self._catch.__exit__(*exc)
 
 
 def _refusing_code(function: types.FunctionType, name: str) -> types.CodeType:
@@ -161,7 +150,7 @@ def _poison(function, name: str) -> bool:
     return True
 
 
-def _refuse_python(named_like, forbidden) -> list[str]:
+def _refuse_python(named_like) -> list[str]:
     for module in EAGER_MODULES:
         try:
             __import__(module)
