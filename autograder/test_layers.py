@@ -14,7 +14,7 @@ import torch
 
 from tfcourse.submission.framework import (Fail, as_tensor, close, expect_kind, expect_like,
                                            expect_shape, expect_varies, first_match, largest_gap,
-                                           parameter_shapes, swapped, under)
+                                           parameter_shapes, swapped, under, unmoved)
 from tfcourse.submission.reference import recipe_source
 from . import standins
 from tfcourse.sandbox.session import StudentError
@@ -1406,8 +1406,7 @@ def _expect_embedding_trained(before, after) -> None:
 def _expect_regressor_moved(init: dict, model: torch.nn.Module) -> None:
     """Training changed each of the student's own parameters from the grader's start: a
     regressor whose output does not depend on a weight leaves it where it started."""
-    trained = dict(model.named_parameters())
-    still = [name for name, start in init.items() if torch.equal(trained[name].detach(), start)]
+    still = unmoved(init, model)
     if still:
         raise Fail("training left {name} exactly at the weights the grader started it from: the "
                    "regressor's output does not depend on it (the points are for the model you "

@@ -18,7 +18,7 @@ from tfcourse.sandbox.session import StudentError
 from tfcourse.submission.framework import (Fail, Handle, as_tensor, close, dtype_kind,
                                            expect_kind, expect_like, expect_number, expect_shape,
                                            expect_varies, first_match, largest_gap,
-                                           parameter_shapes)
+                                           parameter_shapes, unmoved)
 from tfcourse.submission.reference import recipe_source
 from . import standins
 
@@ -714,8 +714,7 @@ def _trained_weights(ctx, state, model: torch.nn.Module) -> None:
 def _expect_moved(init: dict, model: torch.nn.Module) -> None:
     """Training changed every parameter: a model whose output does not depend on its weights
     (a forward that multiplies them by 0) leaves them where the grader started them."""
-    trained = dict(model.named_parameters())
-    still = [name for name, start in init.items() if torch.equal(trained[name].detach(), start)]
+    still = unmoved(init, model)
     if still:
         raise Fail("training left {name} exactly at the weights the grader started it from: the "
                    "model's output does not depend on it (the points are for the model you wrote, "

@@ -185,6 +185,14 @@ def expect_like(value, expected: torch.Tensor, what: str) -> torch.Tensor:
     return expect_kind(value, dtype_kind(expected), what)
 
 
+def unmoved(start: dict, model: torch.nn.Module) -> list[str]:
+    """The names of `start` (a parameter's weights before training) whose parameter in `model`
+    (loaded with the trained weights) is exactly as it started: a trained check's sign that the
+    output never depended on it."""
+    trained = dict(model.named_parameters())
+    return [name for name, weight in start.items() if torch.equal(trained[name].detach(), weight)]
+
+
 def close(got, expected, atol: float, rtol: float) -> bool:
     """Whether `got` is `expected` within tolerance: a tensor of the same shape and dtype kind,
     finite where floating (NaN and infinity never pass), then the values."""
