@@ -79,6 +79,24 @@ def lost(results: dict) -> set[str]:
     return {test["number"] for test in results["tests"] if test["status"] != "passed"}
 
 
+
+# The start of a script that runs the sandbox's worker (its harness, as the sandbox holds it, from
+# the folder given as argv[1]) on a thread of its own process, and `ask(op, **args)`, which sends
+# it a request and returns the reply: what tests of the student's side drive.
+WORKER_IN_A_THREAD = r'''
+import json, os, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+import channel, torch, worker
+requests, replies = os.pipe(), os.pipe()
+threading.Thread(target=worker.Worker(requests[0], replies[1]).serve, daemon=True).start()
+number = 0
+def ask(op, **args):
+    global number
+    number += 1
+    channel.send(requests[1], {"id": number, "op": op, "args": args})
+    return channel.recv(replies[0])
+'''
+
 TRAINING = "trained.accuracy"     # the check that trains a model: skipped where it is not the point
 
 

@@ -15,20 +15,9 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, WORKER_IN_A_THREAD
 
-HARNESS = r'''
-import json, os, sys, threading, time
-sys.path.insert(0, sys.argv[1])
-import channel, worker
-requests, replies = os.pipe(), os.pipe()
-threading.Thread(target=worker.Worker(requests[0], replies[1]).serve, daemon=True).start()
-number = 0
-def ask(op, **args):
-    global number
-    number += 1
-    channel.send(requests[1], {"id": number, "op": op, "args": args})
-    return channel.recv(replies[0])
+HARNESS = WORKER_IN_A_THREAD + r'''
 def plain(reply):
     return {"ok": reply["ok"], "tripwires": reply["tripwires"],
             "error": (reply.get("error") or {}).get("message") or ""}

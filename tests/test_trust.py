@@ -19,20 +19,12 @@ import sys
 import pytest
 import torch
 
-from conftest import ROOT, make_submission, replace_in, scores, solution_cells
+from conftest import (ROOT, WORKER_IN_A_THREAD, make_submission, replace_in, scores,
+                      solution_cells)
 
-HARNESS = r'''
-import json, os, sys, threading
-sys.path.insert(0, sys.argv[1])
-import channel, torch, worker
-requests, replies = os.pipe(), os.pipe()
-threading.Thread(target=worker.Worker(requests[0], replies[1]).serve, daemon=True).start()
-number = 0
-def ask(op, **args):
-    global number
-    number += 1
-    channel.send(requests[1], {"id": number, "op": op, "args": args})
-    reply = channel.recv(replies[0])
+HARNESS = WORKER_IN_A_THREAD + r'''
+def ask(op, ask=ask, **args):
+    reply = ask(op, **args)
     assert reply["ok"], reply
     return reply["value"]
 ask("init", threads=1, forbidden=[])
