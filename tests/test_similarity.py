@@ -11,7 +11,7 @@ import nbformat
 import pytest
 
 from alternatives import ANNOTATED_LAYERS
-from conftest import ROOT, make_submission, solution_cells
+from conftest import NOTEBOOK_OF, ROOT, make_submission, solution_cells
 from tfcourse import notebook
 from tfcourse.cli import main
 from tfcourse.insights.similarity import Pair, clusters, written_code
@@ -114,3 +114,30 @@ def test_a_flat_class_folder_is_compared_as_grade_grades_it(tmp_path, capsys):
     assert [(row["first"], row["second"]) for row in rows] == [("alice", "bob")], rows
     printed = capsys.readouterr().out
     assert "not compared: frank" in printed and "1 pair(s)" in printed, printed
+
+
+def test_each_assignment_is_compared_without_its_own_released_code(tmp_path, capsys):
+    """A class of several assignments in nbgrader's layout, with no --assignment: each
+    submission is read as its own assignment's and compared with that assignment's submissions,
+    its released code (stubs, the code given in answer cells) left out. It read every submission
+    as the first one's assignment, so two students who handed in 02-layers and 03-sorting as
+    released were listed as alike."""
+    submitted = tmp_path / "submitted"
+    for student in ("dave", "erin"):                # every release handed in as it was
+        for assignment in NOTEBOOK_OF:
+            shutil.copytree(ROOT / "release" / assignment, submitted / student / assignment)
+    for student in ("alice", "bob"):                # one solution, handed in by two
+        make_submission(submitted / student / A, A)
+    assert main(["similarity", str(submitted), "--out", str(tmp_path / "out")]) == 0
+    rows = list(csv.DictReader((tmp_path / "out" / "pairs.csv").open()))
+    assert [(row["first"], row["second"]) for row in rows] == [(f"alice/{A}", f"bob/{A}")], rows
+    printed = capsys.readouterr().out
+    for student in ("dave", "erin"):
+        for assignment in NOTEBOOK_OF:
+            assert f"{student}/{assignment}: not compared, too little code" in printed, printed
+    # with --assignment, a submission of another one is said, not read as this one's
+    assert main(["similarity", str(submitted), "--assignment", A, "--out",
+                 str(tmp_path / "one")]) == 0
+    printed = capsys.readouterr().out
+    assert "dave/01-attention: not compared, a submission of 01-attention, not 02-layers" \
+        in printed, printed

@@ -2,7 +2,9 @@
 
 What is compared is the code each student wrote: their answer cells and the cells they added, not
 the released notebook's code (its stubs' signatures and docstrings are every student's, so their
-fingerprints are left out as boilerplate). Notebooks are read as data, never run.
+fingerprints are left out as boilerplate). Each assignment's submissions are compared with each
+other only, each with its own assignment's released code left out. Notebooks are read as data,
+never run.
 
 Fingerprints are copydetect's (a maintained implementation of winnowing, the method of MOSS): the
 code is tokenized, names become one letter and comments and spacing go, so renamed variables,
@@ -19,7 +21,7 @@ from __future__ import annotations
 import csv
 import html
 import io
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,23 +97,28 @@ def boilerplate_hashes(code: str):
 
 
 def read_class(course: Course, paths: list[Path], assignment: str | None
-               ) -> tuple[str | None, dict[str, str], list[str]]:
-    """(the assignment, submission name -> the code its student wrote, lines about what could not
-    be read). Submissions are found as `tfcourse grade` finds them: a notebook not named as the
-    course's (`alice.ipynb`) is the assignment whose cells it has."""
+               ) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """(assignment -> {submission name -> the code its student wrote}, lines about what could not
+    be read). Submissions are found as `tfcourse grade` finds them, each on its own: a notebook
+    not named as the course's (`alice.ipynb`) is the assignment whose cells it has, and with
+    `assignment` a submission of another one is not compared (nor read as this one's)."""
     from tfcourse.batch.survey import expand
     from tfcourse.submission.finding import find_notebooks
     from tfcourse.submission.notebooks import read_notebook
 
-    codes, problems, seen = {}, [], Counter()
+    codes: dict[str, dict[str, str]] = {}
+    problems = []
     released: dict[str, set[str]] = {}
     for name, path in expand(course, list(paths)):
-        found, candidates = find_notebooks(course, path, assignment, by_content=True)
+        found, candidates = find_notebooks(course, path, None, by_content=True)
+        if assignment is not None and found not in (None, assignment):
+            problems.append(f"{name}: not compared, a submission of {found}, not {assignment}")
+            continue
+        if found is None and assignment is not None:    # one notebook, named as no assignment's
+            found, candidates = find_notebooks(course, path, assignment)
         if found is None:
             problems.append(f"{name}: no notebook of the course")
             continue
-        assignment = assignment or found
-        seen[found] += 1
         if found not in released:
             released[found] = released_code(course, found)[1]
         texts = []
@@ -123,11 +130,8 @@ def read_class(course: Course, paths: list[Path], assignment: str | None
                 problems.append(f"{name}: {notebook_name} could not be read")
                 continue
             texts.append(written_code(nb, released[found]))
-        codes[name] = "".join(texts)
-    if len(seen) > 1:
-        problems.append("submissions of several assignments: compare one assignment at a time "
-                        "(--assignment)")
-    return assignment, codes, problems
+        codes.setdefault(found, {})[name] = "".join(texts)
+    return codes, problems
 
 
 def known_sources(folder: Path | None) -> dict[str, str]:
@@ -301,14 +305,23 @@ def write_pages(pairs: list[Pair], groups: list[list[str]], documents: list[Docu
 def run(course: Course, paths: list[Path], out: Path, assignment: str | None = None,
         known: Path | None = None, threshold: float = THRESHOLD
         ) -> tuple[Path, list[Pair], list[str]]:
-    """(the index page, the pairs listed, lines about what was not read or not compared)."""
-    assignment, codes, problems = read_class(course, paths, assignment)
-    boilerplate = released_code(course, assignment)[0] if assignment else ""
-    documents = fingerprint_all(codes, known_sources(known), boilerplate)
-    problems += [f"{doc.name}: not compared, too little code of its own (the released "
-                 f"notebook's code does not count)" for doc in documents if too_small(doc)]
-    documents = [doc for doc in documents if not too_small(doc)]
-    pairs = compare(documents, threshold)
+    """(the index page, the pairs listed, lines about what was not read or not compared). Each
+    assignment's submissions are compared with each other and the known sources only, with that
+    assignment's released code left out: two students who handed in an assignment as released
+    share its stubs and the code it gives, which is neither's."""
+    by_assignment, problems = read_class(course, paths, assignment)
+    sources = known_sources(known)
+    documents, pairs = [], []
+    for found, codes in sorted(by_assignment.items()):
+        mine = fingerprint_all(codes, sources, released_code(course, found)[0])
+        problems += [f"{doc.name}: not compared, too little code of its own (the released "
+                     f"notebook's code does not count)" for doc in mine if too_small(doc)]
+        mine = [doc for doc in mine if not too_small(doc)]
+        pairs += compare(mine, threshold)
+        documents += [doc for doc in mine if not doc.known]
+    documents += fingerprint_all({}, sources, "")       # the known sources once, as they are
+    problems = list(dict.fromkeys(problems))            # a known source too small: said once
+    pairs.sort(key=lambda pair: (-pair.similarity, pair.first, pair.second))
     groups = clusters([pair for pair in pairs if not pair.first.startswith("known: ")
                        and not pair.second.startswith("known: ")])
     page = write_pages(pairs, groups, documents, out, threshold, problems)
