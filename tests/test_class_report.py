@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from tfcourse.cli import main
-from tfcourse.insights.classreport import read_class, summarize, write_report
+from tfcourse.i18n import render
+from tfcourse.insights.classreport import (page, read_class, summarize, write_csv,
+                                            write_report)
 
 
 def results(folder: Path, assignment: str, checks: dict, seconds=1.0, memory=20.0) -> Path:
@@ -105,6 +107,32 @@ def test_nbgrader_layout_is_read_as_grading_writes_it(tmp_path, capsys):
     rows = list(csv.DictReader((tmp_path / "report" / "01" / "scores.csv").open()))
     assert [row["submission"] for row in rows] == ["alice/01", "bob/01", "carol"]
     assert "carol" in (tmp_path / "report" / "01" / "index.html").read_text()    # at a limit
+
+
+def test_a_check_graded_by_nobody_is_listed_apart_never_as_failing(tmp_path):
+    """`tfcourse grade --skip c`: c is in the course's order but in no submission's results. It
+    had a pass rate of 0 of 0, so it came first among the most failed, graded by nobody."""
+    graded = tmp_path / "graded"
+    for name, failure in (("alice", NO_SCALE), ("bob", None)):
+        folder = results(graded / name, "01", {"a": failure, "b": None, "c": None})
+        data = json.loads((folder / "results.json").read_text())
+        data["extra_data"]["not_graded"] = ["c"]                    # as grading writes a skip
+        (folder / "results.json").write_text(json.dumps(data))
+    found, _ = read_class(graded)
+    summary = summarize(found, "01", order=["c", "b", "a"], points={"a": 1, "b": 1, "c": 6})
+    assert [check.id for check in summary.checks] == ["a", "b"]        # a: 1 of 2 passed
+    assert [(check.id, check.points) for check in summary.not_graded] == [("c", 6)]
+    html = page(summary, "01", {}, "en",
+                lambda template, params=None: render(template, params, "en"))
+    ranked, rest = html.split("What to explain")
+    assert "<code>c</code>" not in ranked and "<code>a</code>" in ranked
+    assert "Not graded in any submission (skipped with tfcourse grade --skip, or deselected), " \
+        "so neither passed nor failed: c." in ranked
+    assert "<code>c</code>" not in rest
+    write_csv(summary, found, tmp_path)
+    rows = list(csv.DictReader((tmp_path / "checks.csv").open()))
+    assert [(row["check"], row["graded"], row["pass_rate"]) for row in rows] == \
+        [("a", "2", "0.5000"), ("b", "2", "1.0000"), ("c", "0", "")]
 
 
 UNWRITTEN = ("not written yet: the code raises NotImplementedError",

@@ -5,7 +5,8 @@ autograde through tfcourse, the feedback service) and writes, for each assignmen
 opens from disk and prints (HTML and PNG figures, no script) and CSV files for a spreadsheet:
 
 - the score distribution, its median and quartiles;
-- each check's pass rate, the most failed first, with its points;
+- each check's pass rate, the most failed first, with its points; a check no submission was
+  graded on (`tfcourse grade --skip`) is listed apart, with no pass rate;
 - each check's most frequent messages, counted by kind (`i18n.message_kind`: the message with what
   differs between submissions left out), each with one example and no submission's name: what to
   explain in the next lecture;
@@ -232,13 +233,16 @@ class ClassSummary:
     submissions: int
     max_score: float
     scores: tuple[float, ...]
-    checks: tuple[CheckSummary, ...]                # the most failed first
+    checks: tuple[CheckSummary, ...]                # those graded, the most failed first
     together: dict = field(default_factory=dict)    # (check, check) -> submissions failing both
     seconds: tuple[float, ...] = ()
     memory_mb: tuple[float, ...] = ()
     limits: tuple[tuple[str, tuple[str, ...]], ...] = ()    # (submission, its checks at a limit)
     unstarted: int = 0              # unstarted submissions (Graded.unstarted) among them...
     left_out: int = 0               # ...or, with skip_unstarted, left out of every figure
+    # checks graded in no submission (skipped with --skip, deselected): no pass rate to rank,
+    # shown apart so that they never read as the most failed
+    not_graded: tuple[CheckSummary, ...] = ()
 
     @property
     def quartiles(self) -> tuple[float, float, float]:
@@ -289,7 +293,9 @@ def summarize(graded: list[Graded], assignment: str, order: list[str] | None = N
             check_id, most, len(results), sum(check.passed for _, check in results),
             tuple(Kind(kind, count, examples[kind]) for kind, count in
                   sorted(counts.items(), key=lambda pair: (-pair[1], pair[0])))))
-    summaries.sort(key=lambda summary: (summary.pass_rate, order.index(summary.id)))
+    not_graded = tuple(summary for summary in summaries if not summary.graded)
+    summaries = sorted((summary for summary in summaries if summary.graded),
+                       key=lambda summary: (summary.pass_rate, order.index(summary.id)))
     failed = [check for check in order if failing[check]]
     together = {(a, b): len(failing[a] & failing[b]) for a in failed for b in failed}
     return ClassSummary(
@@ -297,7 +303,8 @@ def summarize(graded: list[Graded], assignment: str, order: list[str] | None = N
         tuple(item.score for item in mine), tuple(summaries), together,
         tuple(item.seconds for item in mine), tuple(item.peak_memory_mb for item in mine),
         tuple((item.name, tuple(item.limits)) for item in mine if item.limits),
-        0 if skip_unstarted else unstarted, unstarted if skip_unstarted else 0)
+        0 if skip_unstarted else unstarted, unstarted if skip_unstarted else 0,
+        not_graded=not_graded)
 
 
 # -- the page, the figures, the CSV files ----------------------------------------------------------
@@ -405,7 +412,8 @@ def _write_csv(path: Path, header: list[str], rows: list[list]) -> None:
 def write_csv(summary: ClassSummary, graded: list[Graded], folder: Path) -> None:
     _write_csv(folder / "checks.csv", ["check", "points", "graded", "passed", "pass_rate"],
                [[check.id, f"{check.points:g}", check.graded, check.passed,
-                 f"{check.pass_rate:.4f}"] for check in summary.checks])
+                 f"{check.pass_rate:.4f}" if check.graded else ""]
+                for check in summary.checks + summary.not_graded])
     _write_csv(folder / "messages.csv", ["check", "count", "kind", "example"],
                [[check.id, kind.count, kind.kind, kind.example]
                 for check in summary.checks for kind in check.kinds])
