@@ -14,8 +14,8 @@ import pytest
 
 from tfcourse.cli import main
 from tfcourse.i18n import render
-from tfcourse.insights.classreport import (page, read_class, summarize, write_csv,
-                                            write_report)
+from tfcourse.insights.classreport import (page, read_class, summarize, unstarted_among,
+                                            write_csv, write_report)
 
 
 def results(folder: Path, assignment: str, checks: dict, seconds=1.0, memory=20.0) -> Path:
@@ -163,6 +163,19 @@ def test_unstarted_submissions_are_counted_and_can_be_left_out(tmp_path):
         assert said in page and ": 1" in page.split(said)[1].split("</p>")[0]
         rows = list(csv.DictReader((out / "01" / "scores.csv").open()))
         assert ("bob" in [row["submission"] for row in rows]) == (not option)
+
+
+def test_grade_counts_the_unstarted_among_what_it_graded(tmp_path):
+    """What `tfcourse grade` says once at its end, pointing at --skip-unstarted."""
+    graded = tmp_path / "graded"
+    results(graded / "alice", "01", {"a": RAISED, "b": None})
+    results(graded / "bob", "01", {"a": UNWRITTEN, "b": UNWRITTEN})          # the release
+    results(graded / "carol" / "01", "01", {"a": UNWRITTEN, "b": UNWRITTEN})  # nbgrader's layout
+    results(graded / "dave", "01", {"a": UNWRITTEN, "b": UNWRITTEN})          # not this batch's
+    (graded / "erin").mkdir()
+    (graded / "erin" / "results.json").write_text("{not json")
+    assert unstarted_among(graded, ["alice", "bob", "carol/01", "erin"]) == 2
+    assert unstarted_among(graded, ["alice"]) == 0
 
 
 def test_kinds_read_as_messages_and_the_cost_says_its_time(tmp_path):

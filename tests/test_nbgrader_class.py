@@ -54,6 +54,10 @@ def test_grading_writes_nbgrader_layout_and_says_so(graded):
     assert "graded/<student>/<assignment>/results.json" in run.stdout
     assert "graded/<submission>/" not in run.stdout
     assert "graded/grades.csv" in run.stdout
+    assert run.stdout.strip().endswith(                        # bob's: said once, at the end
+        "1 submission was handed in as released (every check says it is not written yet): "
+        "`tfcourse report graded --out report/ --skip-unstarted` leaves it out of the class "
+        "report's figures"), run.stdout
 
 
 def test_the_feedback_names_the_student(graded):

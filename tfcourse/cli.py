@@ -102,6 +102,14 @@ def cmd_grade(options) -> int:
     for layout in layouts([outcome.name for outcome in outcomes]):
         print(f"results in {options.out}/{layout}/results.json and feedback.md")
     print(f"every submission's scores in {options.out / GRADES}")
+    from .insights.classreport import unstarted_among
+
+    unstarted = unstarted_among(options.out, [outcome.name for outcome in outcomes])
+    if unstarted:                   # said once, here: the report counts them as failing all
+        were = "submission was" if unstarted == 1 else "submissions were"
+        print(f"{unstarted} {were} handed in as released (every check says it is not written "
+              f"yet): `tfcourse report {options.out} --out report/ --skip-unstarted` leaves "
+              f"{'it' if unstarted == 1 else 'them'} out of the class report's figures")
     return 0
 
 

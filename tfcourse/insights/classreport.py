@@ -127,6 +127,19 @@ def read_class(folder: Path) -> tuple[list[Graded], list[str]]:
     return graded, problems
 
 
+def unstarted_among(folder: Path, names) -> int:
+    """How many of the results under `folder` of the submissions `names` are unstarted
+    (Graded.unstarted); one that cannot be read counts for none."""
+    wanted, count = set(names), 0
+    for name, path in results_files(Path(folder)):
+        if name in wanted:
+            try:
+                count += read_graded(path, name).unstarted
+            except (OSError, ValueError):
+                continue                # said by `tfcourse report`, which reads them all
+    return count
+
+
 # -- the feedback service's state: every submission, by time -------------------------------------
 @dataclass(frozen=True)
 class Attempt:
