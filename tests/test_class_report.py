@@ -84,6 +84,25 @@ def test_report_pages_figures_and_csv(tmp_path):
     assert "eve" in (tmp_path / "report" / "index.html").read_text()
 
 
+def test_the_index_is_styled_and_its_path_is_printed(tmp_path, capsys):
+    """report/index.html was an unstyled list of folder names, and the command did not say it
+    wrote it: it is styled as the assignments' pages and lists each with its class in brief."""
+    graded = small_class(tmp_path)
+    assert main(["--course", str(tmp_path), "report", str(graded), "--out",
+                 str(tmp_path / "report")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[:3] == [f"wrote {tmp_path / 'report' / name}" for name in
+                           ("index.html", "01/index.html", "02/index.html")], printed
+    index = (tmp_path / "report" / "index.html").read_text()
+    page = (tmp_path / "report" / "01" / "index.html").read_text()
+    style = page.split("<style>")[1].split("</style>")[0]
+    assert style.strip() and style in index                     # the pages' own style
+    rows = index.split("<tr>")[2:]
+    assert '<a href="01/index.html">01</a>' in rows[0] and ">3<" in rows[0]  # 3 submissions
+    assert ">1 / 2<" in rows[0] and '<a href="02/index.html">02</a>' in rows[1]
+    assert "eve" in index.split("Not read")[1]
+
+
 def test_report_in_spanish(tmp_path):
     graded = small_class(tmp_path)
     assert main(["--course", str(tmp_path), "report", str(graded), "--out",

@@ -176,6 +176,8 @@ def cmd_report(options) -> int:
                          skip_unstarted=options.skip_unstarted)
     for path in pages:
         print(f"wrote {path}")
+    print("beside each assignment's page: its figures and checks.csv, messages.csv, "
+          "together.csv, scores.csv")
     return 0
 
 

@@ -476,15 +476,15 @@ def write_report(course: Course | None, graded: list[Graded], out: Path, lang: s
                  problems: list[str] | None = None, attempts: list[Attempt] | None = None,
                  skip_unstarted: bool = False) -> list[Path]:
     """A folder per assignment under `out` (page, figures, CSV files) and an index page; returns
-    the pages written. With `attempts` (a feedback service's submissions), the page also shows
-    submissions per hour and how many submissions each check took to pass; `skip_unstarted`
-    leaves unstarted submissions out (see `summarize`)."""
+    the pages written, the index first. With `attempts` (a feedback service's submissions), the
+    page also shows submissions per hour and how many submissions each check took to pass;
+    `skip_unstarted` leaves unstarted submissions out (see `summarize`)."""
     folders = folders_of(course)
 
     def say(template, params=None):
         return render(template, params, lang, folders)
 
-    pages = []
+    pages, entries = [], []
     for assignment in sorted({item.assignment for item in graded if item.assignment}):
         order = points = None
         title = assignment
@@ -512,7 +512,8 @@ def write_report(course: Course | None, graded: list[Graded], out: Path, lang: s
                                                      deadline=deadline is not None,
                                                      folders=folders))
         pages.append(folder / "index.html")
+        entries.append({"folder": assignment, "title": title, "summary": summary,
+                        "median": summary.quartiles[1]})
     write_atomically(Path(out) / "index.html", render_page(
-        "report-index.html", lang=lang, say=say, pages=[path.parent.name for path in pages],
-        problems=problems or []))
-    return pages
+        "report-index.html", lang=lang, say=say, pages=entries, problems=problems or []))
+    return [Path(out) / "index.html", *pages]
