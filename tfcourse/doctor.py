@@ -108,10 +108,11 @@ def run_as_nobody(executable: Path) -> tuple[bool, str] | None:
     return False, f"run as nobody, the interpreter fails: {said}"
 
 
+# As root types it: /opt is root's to write (through sudo where the instructor is not root).
 ADVICE = ("Make an environment every account can run, from a Python every account can run, as "
-          "root with the default umask: sudo bash docs/hub/install.sh . (or by hand: sudo python3 "
-          "-m venv /opt/tfcourse && sudo /opt/tfcourse/bin/pip install '.[instructor]' && sudo "
-          "chmod -R a+rX /opt/tfcourse), then give students /opt/tfcourse/bin on their PATH "
+          "root with the default umask: bash docs/hub/install.sh . (or by hand: python3 -m venv "
+          "/opt/tfcourse && /opt/tfcourse/bin/pip install '.[instructor]' && chmod -R a+rX "
+          "/opt/tfcourse), then give students /opt/tfcourse/bin on their PATH "
           "(docs/instructor-guide.md, \"The students' environment\").")
 
 
