@@ -126,4 +126,4 @@ def test_similarity_reads_nbgrader_layout(graded, tmp_path):
     pairs = list(csv.DictReader((root / "similarity" / "pairs.csv").open()))
     assert [(pair["first"], pair["second"]) for pair in pairs] == [
         ("alice/01-attention", "known: attention.ipynb")], pairs
-    assert "bob/01-attention: not compared, too little code" in run.stdout
+    assert "not compared: bob/01-attention: too little code" in run.stdout

@@ -75,7 +75,8 @@ def test_the_released_code_counts_for_nobody(compared):
     _, pairs = compared
     assert ("dave", "erin") not in pairs, pairs
     root, _ = compared
-    assert "dave: not compared" in (root / "out" / "index.html").read_text()
+    index = (root / "out" / "index.html").read_text()
+    assert "dave: too little code" in index.split("Not compared")[1]
 
 
 def test_pages_say_what_similarity_means(compared):
@@ -134,10 +135,10 @@ def test_each_assignment_is_compared_without_its_own_released_code(tmp_path, cap
     printed = capsys.readouterr().out
     for student in ("dave", "erin"):
         for assignment in NOTEBOOK_OF:
-            assert f"{student}/{assignment}: not compared, too little code" in printed, printed
+            assert f"not compared: {student}/{assignment}: too little code" in printed, printed
     # with --assignment, a submission of another one is said, not read as this one's
     assert main(["similarity", str(submitted), "--assignment", A, "--out",
                  str(tmp_path / "one")]) == 0
     printed = capsys.readouterr().out
-    assert "dave/01-attention: not compared, a submission of 01-attention, not 02-layers" \
+    assert "not compared: dave/01-attention: a submission of 01-attention, not 02-layers" \
         in printed, printed

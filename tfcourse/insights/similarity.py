@@ -112,7 +112,7 @@ def read_class(course: Course, paths: list[Path], assignment: str | None
     for name, path in expand(course, list(paths)):
         found, candidates = find_notebooks(course, path, None, by_content=True)
         if assignment is not None and found not in (None, assignment):
-            problems.append(f"{name}: not compared, a submission of {found}, not {assignment}")
+            problems.append(f"{name}: a submission of {found}, not {assignment}")
             continue
         if found is None and assignment is not None:    # one notebook, named as no assignment's
             found, candidates = find_notebooks(course, path, assignment)
@@ -314,7 +314,7 @@ def run(course: Course, paths: list[Path], out: Path, assignment: str | None = N
     documents, pairs = [], []
     for found, codes in sorted(by_assignment.items()):
         mine = fingerprint_all(codes, sources, released_code(course, found)[0])
-        problems += [f"{doc.name}: not compared, too little code of its own (the released "
+        problems += [f"{doc.name}: too little code of its own (the released "
                      f"notebook's code does not count)" for doc in mine if too_small(doc)]
         mine = [doc for doc in mine if not too_small(doc)]
         pairs += compare(mine, threshold)
