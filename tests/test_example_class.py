@@ -102,6 +102,11 @@ def test_the_readmes_command_grades_the_example_class_to_its_scores(tmp_path):
         row = got[(student, "01-attention")]
         zero = {test for test, value in row.items() if "." in test and value == "0"}
         assert zero == lost, (student, zero)
+    assert done.stdout.strip().endswith(f"3 submissions were handed in as released (every "
+                                        f"check says it is not written yet): `tfcourse report "
+                                        f"{graded} --out report/ --skip-unstarted` leaves them "
+                                        f"out of the class report's figures"), done.stdout
     said = tfcourse("report", str(graded), "--out", str(report)).stdout
+    assert said.startswith(f"wrote {report / 'index.html'}\n"), said
     for assignment in ("01-attention", "02-layers", "03-sorting"):
         assert f"wrote {report / assignment / 'index.html'}" in said, said
